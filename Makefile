@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# make [KVER=<release>]        build every module for that installed kernel
+# make all-kernels             build for every test kernel (scripts/kernels test)
+# make install / uninstall     install into /lib/modules/<release>/updates/ssd-iosched
+# make check                   install dependencies, run every test tier
+# make clean
+#
+# Extra kbuild options pass through: make W=1 C=2 KVER=...
+SHELL := /bin/bash
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+
+# The running kernel if its headers are installed; otherwise say which.
+ifeq ($(origin KVER),undefined)
+KVER := $(shell uname -r)
+KVER_DEFAULTED := 1
+endif
+KDIR ?= $(firstword $(wildcard /lib/modules/$(KVER)/build/Makefile /usr/src/linux-headers-$(KVER)/Makefile))
+KDIR := $(patsubst %/Makefile,%,$(KDIR))
+
+BUILD_ROOT ?= $(TOP)/.build
+BUILD := $(BUILD_ROOT)/$(KVER)
+MOD_DIRS := $(shell sed -n 's|^obj-m *+= *\(.*\)/ *$$|\1|p' $(TOP)/Kbuild)
+INSTALL_DIRS := $(filter-out tests/%,$(MOD_DIRS))
+INSTALL_PATH := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/ssd-iosched
+
+.PHONY: all modules all-kernels install uninstall check clean kdir-check
+
+all: modules
+
+kdir-check:
+ifeq ($(KDIR),)
+	@echo "No build headers for kernel $(KVER)$(if $(KVER_DEFAULTED), (the running kernel)).";	\
+	k=$$($(TOP)/scripts/kernels buildable);								\
+	if [ -n "$$k" ]; then echo "Kernels this machine can build for (make KVER=...):"; echo "$$k" | sed 's/^/  /';	\
+	else echo "No kernel headers are installed: run scripts/setup, or install linux-headers-$(KVER)."; fi;	\
+	exit 1
+endif
+
+modules: kdir-check
+	@priv=$$($(TOP)/scripts/ksrc $(KVER)) || exit 1;					\
+	mkdir -p $(BUILD);									\
+	cd $(TOP) && tar -c Kbuild compat $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
+	$(MAKE) -C $(KDIR) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv modules
+	@cd $(BUILD) && find . -name '*.ko' | sort | sed 's|^\./|built: $(BUILD)/|'
+
+all-kernels:
+	@set -e; for k in $$($(TOP)/scripts/kernels test); do $(MAKE) -C $(TOP) KVER=$$k modules; done
+
+install: modules
+	@mkdir -p $(INSTALL_PATH)
+	@for d in $(INSTALL_DIRS); do for m in $(BUILD)/$$d/*.ko; do				\
+		install -m 644 $$m $(INSTALL_PATH)/ && echo "installed $(INSTALL_PATH)/$${m##*/}"; done; done
+	@[ -n "$(INSTALL_MOD_PATH)" ] || depmod -a $(KVER)
+
+uninstall:
+	rm -rf $(INSTALL_PATH)
+	@[ -n "$(INSTALL_MOD_PATH)" ] || depmod -a $(KVER)
+
+check:
+	$(TOP)/scripts/setup
+	$(TOP)/tests/run
+
+clean:
+	rm -rf $(BUILD_ROOT)
