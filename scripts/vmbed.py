@@ -1,0 +1,412 @@
+"""The VM test bed: boot a Debian test kernel under QEMU with the project's
+freshly built modules and run shell commands inside it.
+
+Design (measured and argued in README.md, "The VM test bed"):
+- A hand-made initramfs, not a shared root: busybox, fio and its libraries,
+  e2fsprogs, and the kernel's own modules the tests need, packed once per
+  kernel into .cache/vm/<release>/base.cpio.  The project's modules go into
+  a small second cpio appended per boot (the kernel unpacks concatenated
+  archives), so a rebuild never repacks the base.
+- Software emulation (TCG) unless KVM is known to work: on this workplace
+  /dev/kvm is a nested PVM hypervisor (kvm_pvm loaded) that hangs a stock
+  kernel.  VM_ACCEL=kvm|tcg overrides.
+- Devices: a plain NVMe controller (serial "fast", nvme0n1), a second NVMe
+  controller whose backing drive QEMU throttles to a fixed IOPS, so that
+  requests queue inside the device (serial "throttled"; /dev/vm-throttled),
+  and null_blk (loaded by the tests with the parameters they need).
+- Commands travel over a second serial port (ttyS1) to a small agent
+  (scripts/guest/agent); the kernel console (ttyS0) goes to a log file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GUEST = ROOT / "scripts" / "guest"
+CACHE = Path(os.environ.get("BUILD_CACHE", ROOT / ".cache")) / "vm"
+
+# Kernel modules every VM carries (with their dependencies).
+GUEST_KMODS = ["null_blk", "kyber-iosched", "bfq", "mq-deadline", "loop",
+               "xfs", "f2fs"]
+# Userspace programs every VM carries (with their shared libraries).
+GUEST_PROGS = ["/usr/bin/fio", "/sbin/mkfs.ext4", "/sbin/e2fsck",
+               "/sbin/mke2fs"]
+
+
+class VMError(RuntimeError):
+    """The VM could not be built, booted, or stopped answering."""
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+@dataclass
+class VMConfig:
+    kernel: str
+    smp: int = 2
+    mem_mb: int = 2048
+    nvme_mb: int = 1024
+    throttle_iops: int = 500
+    nvme_queues: int = 4
+    modules_dir: Path | None = None
+    append: str = ""
+    extra_qemu: list[str] = field(default_factory=list)
+
+
+def accel() -> str:
+    """'kvm' where it works, else 'tcg'."""
+    env = os.environ.get("VM_ACCEL")
+    if env in ("kvm", "tcg"):
+        return env
+    if Path("/sys/module/kvm_pvm").exists():
+        return "tcg"  # nested PVM: a stock kernel hangs under it
+    if os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "kvm"
+    return "tcg"
+
+
+def _run(cmd: list[str], **kw: object) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    if p.returncode != 0:
+        raise VMError(f"{' '.join(cmd)} failed: {p.stderr.strip()}")
+    return str(p.stdout)
+
+
+def _libs(prog: str) -> list[str]:
+    out = _run(["ldd", prog])
+    libs = []
+    for line in out.splitlines():
+        m = re.search(r"(/\S+) \(0x", line)
+        if m:
+            libs.append(m.group(1))
+    return libs
+
+
+def _copy_into(root: Path, path: str) -> None:
+    dst = root / path.lstrip("/")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(os.path.realpath(path), dst)
+
+
+def _kmod_files(kernel: str) -> list[Path]:
+    files: list[Path] = []
+    for mod in GUEST_KMODS:
+        p = subprocess.run(["modprobe", "-S", kernel, "--show-depends", mod],
+                           capture_output=True, text=True)
+        for line in p.stdout.splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] == "insmod":
+                files.append(Path(parts[1]))
+    return list(dict.fromkeys(files))
+
+
+def _install_kmod(root: Path, src: Path) -> None:
+    """Copy a module into the staging tree, decompressed (busybox insmod)."""
+    rel = src.relative_to("/")
+    dst = root / rel
+    for ext in (".xz", ".zst", ".gz"):
+        if dst.name.endswith(ext):
+            dst = dst.with_name(dst.name[: -len(ext)])
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.suffix == ".xz":
+        dst.write_bytes(_run_bytes(["xz", "-dc", str(src)]))
+    elif src.suffix == ".zst":
+        dst.write_bytes(_run_bytes(["zstd", "-dc", str(src)]))
+    elif src.suffix == ".gz":
+        dst.write_bytes(_run_bytes(["gzip", "-dc", str(src)]))
+    else:
+        shutil.copy2(src, dst)
+
+
+def _run_bytes(cmd: list[str]) -> bytes:
+    p = subprocess.run(cmd, capture_output=True)
+    if p.returncode != 0:
+        raise VMError(f"{' '.join(cmd)} failed: {p.stderr.decode().strip()}")
+    return p.stdout
+
+
+def _cpio(staging: Path, out: Path) -> None:
+    files = _run(["find", ".", "-mindepth", "1"], cwd=staging)
+    p = subprocess.run(["cpio", "-o", "-H", "newc", "-R", "0:0", "--quiet"],
+                       input=files.encode(), cwd=staging, capture_output=True)
+    if p.returncode != 0:
+        raise VMError(f"cpio failed: {p.stderr.decode()}")
+    out.write_bytes(p.stdout)
+
+
+def _base_key(kernel: str) -> str:
+    h = hashlib.sha256()
+    h.update(kernel.encode())
+    for f in sorted(GUEST.iterdir()):
+        h.update(f.name.encode() + f.read_bytes())
+    for prog in GUEST_PROGS:
+        st = os.stat(os.path.realpath(prog))
+        h.update(f"{prog}:{st.st_size}:{st.st_mtime_ns}".encode())
+    kdir = Path("/lib/modules") / kernel
+    h.update(str(kdir.stat().st_mtime_ns).encode())
+    h.update(" ".join(GUEST_KMODS).encode())
+    return h.hexdigest()[:16]
+
+
+def base_initramfs(kernel: str) -> Path:
+    """The per-kernel base initramfs, built once and cached."""
+    if not Path(f"/boot/vmlinuz-{kernel}").exists():
+        raise VMError(f"no /boot/vmlinuz-{kernel}: run scripts/setup")
+    d = CACHE / kernel
+    key = _base_key(kernel)
+    out = d / f"base-{key}.cpio"
+    if out.exists():
+        return out
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.glob("base-*.cpio"):
+        old.unlink()
+    with tempfile.TemporaryDirectory(dir=d) as tmp:
+        root = Path(tmp)
+        for sub in ("bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev",
+                    "tmp", "etc", "root", "mnt", "var/tmp"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+        (root / "bin" / "sh").symlink_to("busybox")
+        for prog in GUEST_PROGS:
+            _copy_into(root, prog)
+            for lib in _libs(prog):
+                if not (root / lib.lstrip("/")).exists():
+                    _copy_into(root, lib)
+        # fio looks its ioengines up by name; libaio and io_uring are built in.
+        kmods = _kmod_files(kernel)
+        for m in kmods:
+            _install_kmod(root, m)
+        mdir = Path("/lib/modules") / kernel
+        for f in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
+            if (mdir / f).exists():
+                _copy_into(root, str(mdir / f))
+        _run(["depmod", "-b", str(root), kernel])
+        for name in ("init", "agent"):
+            shutil.copy2(GUEST / name, root / name)
+            os.chmod(root / name, 0o755)
+        (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+        (root / "etc" / "group").write_text("root:x:0:\n")
+        (root / "etc" / "mtab").symlink_to("/proc/mounts")
+        _cpio(root, out)
+    return out
+
+
+def overlay_initramfs(kernel: str, modules_dir: Path, out: Path) -> list[str]:
+    """A cpio with the project's modules under /lib/modules/<kernel>/extra
+    and the module index rebuilt to include them.  Returns module names."""
+    kos = sorted(modules_dir.rglob("*.ko"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        # depmod needs the whole tree: rebuild the index over base + extra
+        base = base_initramfs(kernel)
+        subprocess.run(["cpio", "-i", "-d", "--quiet", "lib/modules/*"],
+                       stdin=base.open("rb"), cwd=root, check=True)
+        extra = root / "lib" / "modules" / kernel / "extra"
+        extra.mkdir(parents=True, exist_ok=True)
+        for ko in kos:
+            shutil.copy2(ko, extra / ko.name)
+        _run(["depmod", "-b", str(root), kernel])
+        # only the new files go into the overlay
+        keep = root / "keep"
+        kdir = keep / "lib" / "modules" / kernel
+        kdir.mkdir(parents=True)
+        shutil.copytree(extra, kdir / "extra")
+        for f in (root / "lib" / "modules" / kernel).glob("modules.*"):
+            shutil.copy2(f, kdir / f.name)
+        _cpio(keep, out)
+    return [k.stem for k in kos]
+
+
+class VM:
+    """A running test VM.  Use as a context manager."""
+
+    def __init__(self, cfg: VMConfig):
+        self.cfg = cfg
+        self.workdir = Path(tempfile.mkdtemp(prefix="vmbed-"))
+        self.console = self.workdir / "console.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self._buf = b""
+        self._seq = 0
+        self.boot_seconds = 0.0
+        self.modules: list[str] = []
+        self.dead = False
+
+    # -- lifetime -----------------------------------------------------------
+    def start(self, timeout: float = 180.0) -> "VM":
+        cfg = self.cfg
+        t0 = time.monotonic()
+        base = base_initramfs(cfg.kernel)
+        initrd = self.workdir / "initrd.cpio"
+        with initrd.open("wb") as f:
+            f.write(base.read_bytes())
+            if cfg.modules_dir is not None:
+                ov = self.workdir / "overlay.cpio"
+                self.modules = overlay_initramfs(cfg.kernel, cfg.modules_dir, ov)
+                f.write(ov.read_bytes())
+        drives = []
+        for name in ("fast", "throttled"):
+            img = self.workdir / f"{name}.img"
+            with img.open("wb") as f:
+                f.truncate(cfg.nvme_mb << 20)
+            drives.append(img)
+        agent_path = self.workdir / "agent.sock"
+        acc = accel()
+        cmd = [
+            "qemu-system-x86_64", "-machine", "q35", "-accel", acc,
+            "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
+            "-kernel", f"/boot/vmlinuz-{cfg.kernel}", "-initrd", str(initrd),
+            "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "
+            "nokaslr quiet loglevel=4 " + cfg.append,
+            "-display", "none", "-no-reboot", "-nodefaults",
+            "-serial", f"file:{self.console}",
+            "-chardev", f"socket,id=agent,path={agent_path},server=on,wait=off",
+            "-serial", "chardev:agent",
+            "-drive", f"file={drives[0]},if=none,id=nvfast,format=raw,"
+            "cache=unsafe,aio=threads",
+            "-device", f"nvme,serial=fast0,drive=nvfast,"
+            f"max_ioqpairs={cfg.nvme_queues}",
+            "-drive", f"file={drives[1]},if=none,id=nvthrot,format=raw,"
+            f"cache=unsafe,aio=threads,throttling.iops-total={cfg.throttle_iops}",
+            "-device", f"nvme,serial=throttled1,drive=nvthrot,"
+            f"max_ioqpairs={cfg.nvme_queues}",
+        ]
+        if acc == "kvm":
+            cmd += ["-cpu", "host"]
+        cmd += cfg.extra_qemu
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=(self.workdir / "qemu.err").open("wb"))
+        deadline = t0 + timeout
+        while not agent_path.exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise VMError("QEMU did not create the agent socket")
+            time.sleep(0.02)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(agent_path))
+        line = self._readline(deadline)
+        if not line.startswith("READY"):
+            raise VMError(f"unexpected agent greeting {line!r}")
+        self.boot_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "VM":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if os.environ.get("VM_KEEP"):
+            self.stop()
+            print(f"vmbed: kept {self.workdir}")
+        else:
+            self.cleanup()
+
+    # -- commands -------------------------------------------------------------
+    def run(self, script: str, timeout: float = 300.0) -> Result:
+        """Run a shell script in the guest; its output and exit status."""
+        if self.dead or self.sock is None:
+            raise VMError("the VM is not running")
+        self._seq += 1
+        sid = str(self._seq)
+        payload = base64.b64encode(script.encode()).decode()
+        guest_tmo = max(1, int(timeout))
+        self.sock.sendall(f"RUN {sid} {guest_tmo} {payload}\n".encode())
+        deadline = time.monotonic() + timeout + 30
+        try:
+            while self._readline(deadline) != f"BEGIN {sid}":
+                pass
+            chunks = []
+            while True:
+                line = self._readline(deadline)
+                if line.startswith(f"END {sid} "):
+                    rc = int(line.split()[2])
+                    break
+                chunks.append(line)
+        except VMError:
+            self.dead = True
+            raise
+        out = base64.b64decode("".join(chunks)).decode(errors="replace")
+        return Result(rc, out)
+
+    def check(self, script: str, timeout: float = 300.0) -> str:
+        """Run a script that must succeed; its output."""
+        r = self.run(script, timeout)
+        if r.rc != 0:
+            raise AssertionError(f"guest command failed (exit {r.rc}):\n"
+                                 f"{script}\n--- output ---\n{r.out}")
+        return r.out
+
+    def read_file(self, path: str) -> bytes:
+        r = self.run(f"base64 '{path}'")
+        if r.rc != 0:
+            raise VMError(f"cannot read {path}: {r.out}")
+        return base64.b64decode(r.out)
+
+    def console_text(self) -> str:
+        try:
+            return self.console.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # -- plumbing ---------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            self.dead = True
+            err = (self.workdir / "qemu.err").read_text(errors="replace")
+            raise VMError(f"the VM exited (status {self.proc.returncode}); "
+                          f"qemu: {err.strip()}\nconsole tail:\n"
+                          + "\n".join(self.console_text().splitlines()[-40:]))
+
+    def _readline(self, deadline: float) -> str:
+        assert self.sock is not None
+        while b"\n" not in self._buf:
+            self._check_alive()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.dead = True
+                raise VMError("timed out waiting for the guest; console tail:\n"
+                              + "\n".join(self.console_text().splitlines()[-40:]))
+            self.sock.settimeout(min(left, 1.0))
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                self._check_alive()
+                self.dead = True
+                raise VMError("the agent connection closed")
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode(errors="replace").rstrip("\r")
