@@ -33,23 +33,17 @@
  * and test compat_insert_at_head(flags).
  */
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 4, 0)
-typedef bool compat_insert_t;
+#define compat_insert_t		bool
 #define compat_insert_at_head(flags)	(flags)
 #else
-typedef blk_insert_t compat_insert_t;
+#define compat_insert_t		blk_insert_t
 #define compat_insert_at_head(flags)	((flags) & BLK_MQ_INSERT_AT_HEAD)
 #endif
 
 /*
- * elevator_features was removed in 6.10.  Put
- *	COMPAT_ELEVATOR_FEATURES(0)
- * in the elevator_type initialiser.
+ * elevator_features (removed in 6.10) is left unset: none of the project's
+ * schedulers needs zoned-write or MQ-aware features.
  */
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 10, 0)
-#define COMPAT_ELEVATOR_FEATURES(f)	.elevator_features = (f),
-#else
-#define COMPAT_ELEVATOR_FEATURES(f)
-#endif
 
 /*
  * limit_depth() shallow depth: on 6.1 sbitmap_queue_min_shallow_depth() and

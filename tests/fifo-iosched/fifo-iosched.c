@@ -21,7 +21,7 @@
 #include "iosched-compat.h"
 
 struct fifo_data {
-	spinlock_t lock;
+	spinlock_t lock;		/* protects @fifo */
 	struct list_head fifo;		/* protected by @lock */
 };
 
@@ -102,7 +102,6 @@ static struct elevator_type fifo_ref = {
 		.has_work		= fifo_has_work,
 		.finish_request		= fifo_finish_request,
 	},
-	COMPAT_ELEVATOR_FEATURES(0)
 	.elevator_name = "fifo-ref",
 	.elevator_owner = THIS_MODULE,
 };
