@@ -24,7 +24,7 @@ MOD_DIRS := $(shell sed -n 's|^obj-m *+= *\(.*\)/ *$$|\1|p' $(TOP)/Kbuild)
 INSTALL_DIRS := $(filter-out tests/%,$(MOD_DIRS))
 INSTALL_PATH := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/ssd-iosched
 
-.PHONY: all modules all-kernels install uninstall check clean kdir-check
+.PHONY: all modules all-kernels install uninstall check clean kdir-check demo
 
 all: modules
 
@@ -63,3 +63,8 @@ check:
 
 clean:
 	rm -rf $(BUILD_ROOT)
+
+# Until the benchmark suites land: build, boot each test kernel, show the
+# schedulers loaded on its NVMe devices.
+demo: all-kernels
+	@for k in $$($(TOP)/scripts/kernels test); do $(TOP)/scripts/vm --kernel $$k || exit 1; done

@@ -275,7 +275,7 @@ class VM:
             "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
             "-kernel", f"/boot/vmlinuz-{cfg.kernel}", "-initrd", str(initrd),
             "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "
-            "nokaslr quiet loglevel=4 " + cfg.append,
+            "nokaslr loglevel=5 " + cfg.append,
             "-display", "none", "-no-reboot", "-nodefaults",
             "-serial", f"file:{self.console}",
             "-chardev", f"socket,id=agent,path={agent_path},server=on,wait=off",

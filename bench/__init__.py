@@ -1,0 +1,1 @@
+"""Benchmark runner and fio helpers shared with the tests."""

@@ -1,0 +1,20 @@
+"""The project's schedulers that the generic VM suite runs over.
+
+Adding a scheduler to the generic suite is one entry here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sched:
+    name: str     # elevator name, as written to queue/scheduler
+    module: str   # module name for modprobe/rmmod
+
+
+SCHEDULERS = [
+    Sched("fifo-ref", "fifo-iosched"),
+]
+
+# What the switching storm rotates through besides ours.
+UPSTREAM = ["none", "mq-deadline", "kyber", "bfq"]

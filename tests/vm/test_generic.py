@@ -1,0 +1,165 @@
+"""The generic suite every scheduler module passes, on nvme0n1 as a user has it.
+
+Each test names what it checks; the kernel log is checked after every test
+(conftest.guest) and over the whole boot at the end."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from bench import fio
+from schedulers import SCHEDULERS, UPSTREAM, Sched
+
+from conftest import BAD_DMESG, Guest
+
+DEV = "nvme0n1"
+
+# fio writes with mixed sizes and reads everything back checking crc32c.
+VERIFY = ("--name=verify --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
+          "--rw=randwrite --bsrange=4k-64k --iodepth=16 --numjobs=2 "
+          "--size=32m --offset_increment=32m --verify=crc32c --verify_fatal=1 "
+          "--do_verify=1 --randrepeat=0 --group_reporting")
+
+
+@pytest.fixture(scope="module", params=SCHEDULERS, ids=lambda s: s.name)
+def sched(request: pytest.FixtureRequest) -> Sched:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def selected(guest: Guest, sched: Sched) -> Any:
+    """The scheduler loaded and selected on nvme0n1; none again afterwards."""
+    guest.load(sched.module)
+    guest.select(DEV, sched.name)
+    yield guest
+    if not guest.dead:
+        guest.select(DEV, "none")
+
+
+def _check_verify(result: dict[str, Any], loops: int = 1) -> None:
+    st = fio.job_stats(result, "verify")
+    assert st.error == 0
+    # every byte written was read back and verified: 2 jobs x 32 MiB, twice
+    assert st.io_bytes == loops * 2 * 2 * (32 << 20), st
+
+
+def test_load_lists_scheduler(guest: Guest, sched: Sched) -> None:
+    """modprobe makes the elevator selectable on both NVMe devices."""
+    guest.load(sched.module)
+    for dev in (DEV, guest.throttled):
+        names = guest.sh(f"cat /sys/block/{dev}/queue/scheduler").replace("[", "").replace("]", "")
+        assert sched.name in names.split(), names
+
+
+def test_select(guest: Guest, sched: Sched) -> None:
+    """echo NAME > queue/scheduler selects it, and none selects none again."""
+    guest.load(sched.module)
+    guest.select(DEV, sched.name)
+    guest.select(DEV, "none")
+
+
+def test_fio_verify(selected: Guest) -> None:
+    """Random writes of 4-64 KiB from two jobs read back intact (crc32c)."""
+    _check_verify(selected.fio(VERIFY.format(dev=DEV), timeout=300))
+
+
+def test_switch_storm_under_io(guest: Guest, sched: Sched) -> None:
+    """Switching among ours, none, mq-deadline, kyber and bfq every 0.2 s while
+    fio writes and verifies loses nothing, errs nowhere and hangs nothing."""
+    guest.load(sched.module)
+    order = " ".join([sched.name, *UPSTREAM])
+    script = f"""
+fio --output-format=json --output=/tmp/fio.json {VERIFY.format(dev=DEV)} --loops=4 &
+pid=$!
+n=0
+while kill -0 $pid 2>/dev/null; do
+	for e in {order}; do
+		echo $e > /sys/block/{DEV}/queue/scheduler || exit 3
+		n=$((n + 1))
+		sleep 0.2
+	done
+done
+wait $pid
+rc=$?
+echo switches=$n
+echo none > /sys/block/{DEV}/queue/scheduler
+exit $rc
+"""
+    r = guest.run(script, timeout=600)
+    assert r.rc == 0, r.out
+    switches = int(re.search(r"switches=(\d+)", r.out).group(1))  # type: ignore[union-attr]
+    print(f"{switches} switches during fio")
+    assert switches >= 20, r.out
+    _check_verify(fio.parse(guest.vm.read_file("/tmp/fio.json").decode()), loops=4)
+
+
+def test_rmmod_refused_while_selected(guest: Guest, sched: Sched) -> None:
+    """rmmod fails while the elevator is in use and succeeds once it is not."""
+    guest.load(sched.module)
+    guest.select(DEV, sched.name)
+    r = guest.run(f"rmmod {sched.module}")
+    assert r.rc != 0, "rmmod succeeded while the scheduler was selected"
+    assert sched.name in guest.sh(f"cat /sys/block/{DEV}/queue/scheduler")
+    guest.select(DEV, "none")
+    guest.sh(f"for d in /sys/block/*/queue/scheduler; do grep -q '\\[{sched.name}\\]' $d && "
+             f"echo none > $d; done; true")
+    guest.sh(f"rmmod {sched.module}")
+    assert sched.module.replace("-", "_") not in guest.sh("cat /proc/modules")
+    guest.load(sched.module)
+
+
+BAD_INPUTS = ["", " ", "-1", "abc", "1x", "0x", "4294967296", "18446744073709551616",
+              "99999999999999999999999"]
+
+
+def test_sysfs_rejects_bad_input(selected: Guest, sched: Sched) -> None:
+    """Every writable tunable refuses empty, negative, non-numeric and
+    overflowing input with EINVAL and keeps its value."""
+    g = selected
+    attrs = g.sh(f"cd /sys/block/{DEV}/queue/iosched 2>/dev/null && "
+                 "for f in *; do [ -f $f ] && stat -c '%a %n' $f; done; true").split("\n")
+    writable = [line.split()[1] for line in attrs
+                if line.strip() and int(line.split()[0], 8) & 0o200]
+    if not writable:
+        pytest.skip(f"{sched.name} has no tunables")
+    for name in writable:
+        before = g.attr(DEV, name)
+        for bad in BAD_INPUTS:
+            r = g.run(f"echo '{bad}' > /sys/block/{DEV}/queue/iosched/{name}")
+            assert r.rc != 0, f"{name}: writing {bad!r} succeeded"
+            assert "Invalid argument" in r.out, f"{name}: {bad!r}: {r.out}"
+            assert g.attr(DEV, name) == before, f"{name} changed after writing {bad!r}"
+
+
+def test_controller_reset_during_io(selected: Guest, sched: Sched) -> None:
+    """Two NVMe controller resets during verified writes lose nothing, and
+    afterwards nothing is counted as in flight and I/O still flows."""
+    g = selected
+    script = f"""
+fio --output-format=json --output=/tmp/fio.json {VERIFY.format(dev=DEV)} &
+pid=$!
+sleep 1
+echo 1 > /sys/class/nvme/nvme0/reset_controller || exit 3
+sleep 1.5
+echo 1 > /sys/class/nvme/nvme0/reset_controller || exit 3
+wait $pid
+"""
+    r = g.run(script, timeout=600)
+    assert r.rc == 0, r.out
+    _check_verify(fio.parse(g.vm.read_file("/tmp/fio.json").decode()))
+    assert g.scheduler(DEV) == sched.name
+    g.sh("sleep 0.5")
+    assert g.sh(f"cat /sys/block/{DEV}/inflight").split() == ["0", "0"]
+    if g.run(f"test -f /sys/block/{DEV}/queue/iosched/inflight").rc == 0:
+        assert g.attr(DEV, "inflight") == "0"
+    after = g.fio(f"--name=after --filename=/dev/{DEV} --direct=1 --ioengine=io_uring "
+                  "--rw=randread --bs=4k --iodepth=8 --time_based --runtime=1", timeout=60)
+    assert fio.job_stats(after, "after").ios > 0
+
+
+def test_kernel_log_clean_since_boot(guest: Guest) -> None:
+    """Nothing in the console log since boot looks like a kernel problem."""
+    bad = [ln for ln in guest.vm.console_text().splitlines() if BAD_DMESG.search(ln)]
+    assert not bad, "\n".join(bad[:30])
