@@ -66,10 +66,13 @@ def test_fio_verify(selected: Guest) -> None:
 
 
 def test_switch_storm_under_io(guest: Guest, sched: Sched) -> None:
-    """Switching among ours, none, mq-deadline, kyber and bfq every 0.2 s while
-    fio writes and verifies loses nothing, errs nowhere and hangs nothing."""
-    guest.load(sched.module)
-    order = " ".join([sched.name, *UPSTREAM])
+    """Switching among all of ours, none, mq-deadline, kyber and bfq every
+    0.2 s while fio writes and verifies loses nothing, errs nowhere and hangs
+    nothing."""
+    for s in SCHEDULERS:
+        guest.load(s.module)
+    ours = [sched.name] + [s.name for s in SCHEDULERS if s != sched]
+    order = " ".join([*ours, *UPSTREAM])
     script = f"""
 fio --output-format=json --output=/tmp/fio.json {VERIFY.format(dev=DEV)} --loops=4 &
 pid=$!
