@@ -69,6 +69,107 @@ static inline unsigned int compat_shallow_depth(struct blk_mq_hw_ctx *hctx,
 }
 #endif
 
+/*
+ * compat_rq_elv_finish(rq): will the core call the elevator's
+ * finish_request (and requeue_request) for @rq?  Exactly when it called
+ * prepare_request, so rq->elv.priv holds what the elevator put there.
+ * 6.1 marks those requests RQF_ELVPRIV: every request allocated while an
+ * elevator is set except REQ_PREFLUSH/REQ_FUA ones (op_is_flush());
+ * passthrough requests are included (6.1 normally inserts them into
+ * hctx->dispatch, but one submitted under a plug reaches insert_requests).
+ * Later kernels (6.12 tested) mark them RQF_USE_SCHED, which also decides
+ * insertion: flush and passthrough requests never reach the elevator.
+ * Tested on the flag, not the version, since the flag is what
+ * blk_mq_finish_request() tests.
+ */
+#ifdef RQF_USE_SCHED
+static inline bool compat_rq_elv_finish(struct request *rq)
+{
+	return rq->rq_flags & RQF_USE_SCHED;
+}
+#else
+static inline bool compat_rq_elv_finish(struct request *rq)
+{
+	return rq->rq_flags & RQF_ELVPRIV;
+}
+#endif
+
 /* The request's position: blk_rq_pos() on every supported kernel. */
+
+/*
+ * Block drivers (ssdsim): allocate a blk-mq disk with these limits.  6.1
+ * sets them on the queue after blk_mq_alloc_disk(set, queuedata); 6.9
+ * passes struct queue_limits to blk_mq_alloc_disk(set, &lim, queuedata);
+ * 6.11 moved the write cache, FUA and rotational settings into
+ * lim.features (non-rotational unless BLK_FEAT_ROTATIONAL is set).  The
+ * disk is non-rotational and adds no entropy; discard and write-zeroes
+ * share one limit.
+ */
+struct compat_disk_limits {
+	unsigned int logical_block_size;
+	unsigned int physical_block_size;
+	unsigned int io_min;
+	unsigned int max_hw_sectors;
+	unsigned int max_discard_sectors;	/* and write zeroes */
+	unsigned int discard_granularity;	/* bytes */
+	bool write_cache;			/* volatile cache: flushes */
+	bool fua;
+};
+
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 9, 0)
+static inline struct gendisk *
+compat_blk_mq_alloc_disk(struct blk_mq_tag_set *set,
+			 const struct compat_disk_limits *cl, void *queuedata)
+{
+	struct gendisk *disk = blk_mq_alloc_disk(set, queuedata);
+	struct request_queue *q;
+
+	if (IS_ERR(disk))
+		return disk;
+	q = disk->queue;
+	blk_queue_logical_block_size(q, cl->logical_block_size);
+	blk_queue_physical_block_size(q, cl->physical_block_size);
+	blk_queue_io_min(q, cl->io_min);
+	blk_queue_max_hw_sectors(q, cl->max_hw_sectors);
+	blk_queue_max_discard_sectors(q, cl->max_discard_sectors);
+	blk_queue_max_write_zeroes_sectors(q, cl->max_discard_sectors);
+	q->limits.discard_granularity = cl->discard_granularity;
+	blk_queue_write_cache(q, cl->write_cache, cl->fua);
+	blk_queue_flag_set(QUEUE_FLAG_NONROT, q);
+	blk_queue_flag_clear(QUEUE_FLAG_ADD_RANDOM, q);
+	return disk;
+}
+#else
+static inline struct gendisk *
+compat_blk_mq_alloc_disk(struct blk_mq_tag_set *set,
+			 const struct compat_disk_limits *cl, void *queuedata)
+{
+	struct queue_limits lim = {
+		.logical_block_size	= cl->logical_block_size,
+		.physical_block_size	= cl->physical_block_size,
+		.io_min			= cl->io_min,
+		.max_hw_sectors		= cl->max_hw_sectors,
+		.max_hw_discard_sectors	= cl->max_discard_sectors,
+		.max_write_zeroes_sectors = cl->max_discard_sectors,
+		.discard_granularity	= cl->discard_granularity,
+	};
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 11, 0)
+	struct gendisk *disk = blk_mq_alloc_disk(set, &lim, queuedata);
+
+	if (IS_ERR(disk))
+		return disk;
+	blk_queue_write_cache(disk->queue, cl->write_cache, cl->fua);
+	blk_queue_flag_set(QUEUE_FLAG_NONROT, disk->queue);
+	blk_queue_flag_clear(QUEUE_FLAG_ADD_RANDOM, disk->queue);
+	return disk;
+#else
+	if (cl->write_cache)
+		lim.features |= BLK_FEAT_WRITE_CACHE;
+	if (cl->fua)
+		lim.features |= BLK_FEAT_FUA;
+	return blk_mq_alloc_disk(set, &lim, queuedata);
+#endif
+}
+#endif
 
 #endif /* _IOSCHED_COMPAT_H */

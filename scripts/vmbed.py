@@ -64,7 +64,7 @@ class VMConfig:
     smp: int = 2
     mem_mb: int = 2048
     nvme_mb: int = 1024
-    throttle_iops: int = 500
+    throttle_iops: int = 250
     nvme_queues: int = 4
     modules_dir: Path | None = None
     append: str = ""

@@ -14,6 +14,7 @@ class Sched:
 
 SCHEDULERS = [
     Sched("fifo-ref", "fifo-iosched"),
+    Sched("k2", "k2-iosched"),
 ]
 
 # What the switching storm rotates through besides ours.

@@ -1,0 +1,1175 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * K2 I/O scheduler: strict real-time priority and a bound on the requests
+ * in flight in the device, after Miemietz, Weisse and Haertig, "K2:
+ * Work-Constraining Scheduling of NVMe-Attached Storage", RTSS 2019.
+ *
+ * Nine staging queues: one per IOPRIO_CLASS_RT level (0 served first) and
+ * one for everything else (BE, IDLE, NONE).  Dispatch takes the oldest
+ * request of the highest non-empty queue, and only while fewer than the
+ * bound (sysfs max_inflight) of the requests K2 dispatched are still in
+ * the device.  Optionally (starvation_ms) a non-RT request that waited that
+ * long goes next, at most one such promotion per starvation_ms.  Requests
+ * merge front and back through the elevator hash and a per-queue
+ * sector-sorted tree, as in mq-deadline.  The decisions themselves live in
+ * k2-core.h (unit-tested in userspace).
+ *
+ * Interface
+ * ---------
+ * sysfs, /sys/block/<dev>/queue/iosched/:
+ *   max_inflight	1..nr_requests, default 32.  Reads show the bound in
+ *			force, i.e. the setting clamped to the current
+ *			nr_requests (a setting survives a temporary
+ *			reduction of nr_requests).
+ *   starvation_ms	0..60000, default 0 (strict priority).  Otherwise
+ *			the non-RT queue goes ahead of RT once its oldest
+ *			request has waited starvation_ms and it has not
+ *			been served for starvation_ms: while backlogged it
+ *			gets at least, and under RT load about, one request
+ *			per starvation_ms.
+ *   inflight		read-only: requests counted in flight now.
+ * debugfs, /sys/kernel/debug/block/<dev>/sched/: queued, dispatched,
+ * completed, requeued, merged ("<queue> <n>" per line, queues rt0..rt7
+ * and be), inflight, epoch, throttled (dispatch calls held back by the
+ * bound), starvation_promotions, uncounted (dispatched without a
+ * finish_request to come), recoveries (total) and recovery_causes, and
+ * <queue>_list (the requests queued).
+ *
+ * Locking
+ * -------
+ * kd->lock protects the staging queues, their trees and counts, the
+ * dispatch statistics and the stall detector; it is a plain spinlock,
+ * never taken in interrupt context.  insert_requests, dispatch_request and
+ * bio_merge take it, and the core calls the merge callbacks (request_merge,
+ * request_merged, requests_merged, next_request, former_request) from
+ * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge(), which K2
+ * calls with it held.  The queues are device-wide, not per hardware queue,
+ * because both the priority order and the bound are device-wide; like
+ * mq-deadline, K2 sets QUEUE_FLAG_SQ_SCHED and may return a request of
+ * another hardware queue than the one being run.
+ *
+ * finish_request and requeue_request can run in hard interrupt context
+ * (completions) and take no lock: the in-flight count is one atomic64 word
+ * changed by compare-and-exchange, the throttle flag an atomic bit, their
+ * statistics per-CPU counters.  Tunables are written by sysfs stores, which
+ * the elevator core serialises with the elevator's sysfs_lock on both 6.1
+ * and 6.12 (elv_attr_store()), and read with READ_ONCE().
+ *
+ * In-flight accounting
+ * --------------------
+ * Dispatch counts a request only if the core will call finish_request for
+ * it (compat_rq_elv_finish(): RQF_ELVPRIV on 6.1, RQF_USE_SCHED on
+ * 6.12).  Counting sets K2_RQ_COUNTED in rq->elv.priv[0] and keeps the epoch
+ * of the in-flight word in rq->elv.priv[1]; whichever of finish_request
+ * and requeue_request comes first clears the flag and gives the slot back,
+ * so only what dispatch counted is ever uncounted, and only once.
+ *  - Merges: a request merged into another was queued, never counted;
+ *    requests_merged takes it off the queues and its finish_request finds
+ *    no flag.  Multi-range discards are kept out of the merge hash, because
+ *    the core frees a discard merged away by an insert merge without
+ *    calling requests_merged (see k2_insert_request()).
+ *  - Requeue (blk_mq_requeue_request(), e.g. after a controller reset):
+ *    requeue_request gives the slot back.  A request the driver prepared
+ *    (RQF_DONTPREP, e.g. NVMe) is then issued from hctx->dispatch without
+ *    passing through K2 again, not counted; the others are inserted again
+ *    and counted again when dispatched.  A request inserted while still
+ *    counted (no such path is known) gives its slot back at insert.  A
+ *    request dispatch returned but blk-mq could not hand to the driver (no
+ *    tag, driver busy) waits in hctx->dispatch, still counted, and
+ *    completes normally.
+ *  - Flush: flush requests never reach an elevator, nor on 6.1 does a
+ *    request of a flush sequence (RQF_FLUSH_SEQ).  6.1 gives REQ_PREFLUSH
+ *    and REQ_FUA requests no prepare_request (no RQF_ELVPRIV, no
+ *    finish_request); a FUA write the device handles natively bypasses the
+ *    elevator, but once requeued it can be inserted: K2 queues it and
+ *    dispatches it uncounted (debugfs "uncounted").  On 6.12 the data part
+ *    of a flush sequence is inserted (at head after a preflush) and
+ *    counted; finish_request runs when the data part completes and the
+ *    core then clears RQF_USE_SCHED, so the end of the whole sequence calls
+ *    nothing more.
+ *  - Passthrough: 6.12 never gives them to an elevator.  6.1 prepares them
+ *    (RQF_ELVPRIV) and normally inserts them straight into hctx->dispatch,
+ *    but one submitted under a plug reaches insert_requests; it is queued
+ *    and counted like any request, and its finish_request is called.
+ *  - Bypass: prepared requests that never pass through K2 (freed unused
+ *    from a plug, or issued from hctx->dispatch) keep the zero priv
+ *    prepare_request gave them; their finish_request finds no flag.
+ * If the count goes wrong anyway: a decrement below zero is refused with a
+ * WARN; a count that stays at the bound while nothing completes, is
+ * requeued or is dispatched for K2_STALL_MS is reset to zero in a new
+ * epoch, so that the requests outstanding before the reset cannot pull the
+ * new count below the truth.  debugfs counts both.
+ *
+ * Restart
+ * -------
+ * When the bound holds queued requests back, has_work stays true and
+ * dispatch returns NULL; blk-mq then re-runs the queue after a few
+ * milliseconds (BLK_MQ_BUDGET_DELAY).  Dispatch also sets K2_THROTTLED, and
+ * the finish or requeue that frees a slot clears it and re-runs the hardware
+ * queues, so a freed slot is refilled at once.  Dispatch sets the flag,
+ * issues a full barrier and reads the count again; finish decrements with
+ * a fully ordered cmpxchg and then reads the flag: one of the two sees the
+ * other's write, so no freed slot goes unnoticed.  Raising max_inflight
+ * re-runs the queues too.
+ */
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/init.h>
+#include <linux/slab.h>
+#include <linux/percpu.h>
+#include <linux/spinlock.h>
+#include <linux/atomic.h>
+#include <linux/bitops.h>
+#include <linux/jiffies.h>
+#include <linux/list.h>
+#include <linux/rbtree.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+#include <linux/seq_file.h>
+#include <linux/bio.h>
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/ioprio.h>
+
+#include <trace/events/block.h>
+
+#include "elevator.h"
+#include "blk.h"
+#include "blk-mq-sched.h"
+#include "blk-mq-debugfs.h"
+#include "iosched-compat.h"
+#include "k2-core.h"
+
+/*
+ * A count stuck at the bound for this long without any completion,
+ * requeue or dispatch is treated as leaked (see k2_check_stall()).  Healthy
+ * NVMe requests take micro- to milliseconds.
+ */
+#define K2_STALL_MS		5000
+
+/* Bits of k2_data.flags. */
+enum {
+	K2_THROTTLED,		/* dispatch waits for a slot to free */
+};
+
+static const char *const k2_queue_name[K2_NR_QUEUES] = {
+	"rt0", "rt1", "rt2", "rt3", "rt4", "rt5", "rt6", "rt7", "be",
+};
+
+struct k2_queue {
+	struct list_head fifo;		/* kd->lock; arrival order */
+	struct rb_root sort[2];		/* kd->lock; by sector, READ/WRITE */
+	unsigned int nr;		/* kd->lock; requests on @fifo */
+};
+
+/* Statistics of the lock-free paths, per CPU; summed by debugfs. */
+struct k2_pcpu_stats {
+	u64 completed[K2_NR_QUEUES];	/* counted requests finished */
+	u64 requeued[K2_NR_QUEUES];	/* counted requests requeued */
+};
+
+struct k2_data {
+	struct request_queue *q;	/* constant */
+
+	/* Staging queues: everything from here to @stall under @lock. */
+	spinlock_t lock;
+	struct k2_queue queues[K2_NR_QUEUES];
+	/*
+	 * Bit i set iff queues[i].nr != 0.  Written under @lock with
+	 * WRITE_ONCE(); has_work reads it locklessly.
+	 */
+	unsigned int nonempty;
+	u64 dispatched[K2_NR_QUEUES];	/* requests dispatched, per queue */
+	u64 merged[K2_NR_QUEUES];	/* queued requests merged away */
+	u64 uncounted;		/* dispatched without finish_request */
+	u64 throttled;		/* dispatch calls the bound held back */
+	u64 promotions;		/* non-RT requests sent ahead of RT */
+	u64 dispatch_seq;	/* dispatches, for the stall check */
+	unsigned long be_served;	/* jiffies of the last non-RT dispatch */
+	struct k2_stall stall;
+
+	/* Lock-free state, written from completion context. */
+	atomic64_t inflight ____cacheline_aligned_in_smp; /* k2-core.h word */
+	unsigned long flags;		/* K2_THROTTLED; atomic bitops */
+	atomic_t recover_underflow;	/* decrements refused at zero */
+	atomic_t recover_stall;		/* leaked counts reset */
+	atomic_t recover_reinsert;	/* counted requests inserted again */
+	struct k2_pcpu_stats __percpu *stats;
+
+	/*
+	 * Tunables: written by sysfs stores (serialised by the elevator's
+	 * sysfs_lock) with WRITE_ONCE(), read with READ_ONCE().
+	 */
+	unsigned int max_inflight ____cacheline_aligned_in_smp;
+	unsigned int starvation_ms;
+	unsigned long starvation_jiffies;	/* 0: no promotion */
+};
+
+static inline unsigned long k2_rq_state(struct request *rq)
+{
+	return (unsigned long)rq->elv.priv[0];
+}
+
+static inline void k2_rq_set_state(struct request *rq, unsigned long state)
+{
+	rq->elv.priv[0] = (void *)state;
+}
+
+static inline u32 k2_rq_epoch(struct request *rq)
+{
+	return (u32)(unsigned long)rq->elv.priv[1];
+}
+
+static inline void k2_rq_set_epoch(struct request *rq, u32 epoch)
+{
+	rq->elv.priv[1] = (void *)(unsigned long)epoch;
+}
+
+static const char *k2_disk_name(struct k2_data *kd)
+{
+	return kd->q->disk ? kd->q->disk->disk_name : "?";
+}
+
+/*
+ * Tracepoint hooks.  The TRACE_EVENTs (trace system "k2") are added by a
+ * later change; until then these are empty and compile to nothing.
+ */
+static inline void k2_trace_insert(struct k2_data *kd, struct request *rq,
+				   unsigned int qidx, bool at_head)
+{
+}
+
+static inline void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
+				     unsigned int qidx, u32 inflight,
+				     bool promoted)
+{
+}
+
+static inline void k2_trace_complete(struct k2_data *kd, struct request *rq,
+				     unsigned int qidx, u32 inflight)
+{
+}
+
+static inline void k2_trace_requeue(struct k2_data *kd, struct request *rq,
+				    unsigned int qidx, u32 inflight)
+{
+}
+
+static inline void k2_trace_throttled(struct k2_data *kd, u32 inflight,
+				      u32 bound)
+{
+}
+
+/*
+ * The core only merges a multi-range discard without telling the elevator
+ * (no requests_merged); block/blk.h has the same test, not for modules.
+ */
+static bool k2_discard_mergable(struct request *rq)
+{
+	return req_op(rq) == REQ_OP_DISCARD &&
+		queue_max_discard_segments(rq->q) > 1;
+}
+
+/* Re-run the hardware queues if a dispatch is waiting for a slot. */
+static void k2_kick_throttled(struct k2_data *kd)
+{
+	if (test_bit(K2_THROTTLED, &kd->flags) &&
+	    test_and_clear_bit(K2_THROTTLED, &kd->flags))
+		blk_mq_run_hw_queues(kd->q, true);
+}
+
+/*
+ * Give back the slot @rq holds, if it holds one.  Lock-free; may run in
+ * hard interrupt context.  Returns whether @rq was counted, and stores the
+ * count left in *@left.  The caller re-runs a throttled queue
+ * (k2_kick_throttled()) once it may.
+ */
+static bool k2_uncount(struct k2_data *kd, struct request *rq, u32 *left)
+{
+	unsigned long state = k2_rq_state(rq);
+	u32 epoch = k2_rq_epoch(rq);
+	enum k2_dec_result res;
+	s64 old;
+	u64 new;
+
+	if (!(state & K2_RQ_COUNTED))
+		return false;
+	k2_rq_set_state(rq, state & ~K2_RQ_COUNTED);
+
+	old = atomic64_read(&kd->inflight);
+	do {
+		res = k2_inflight_dec(old, epoch, &new);
+		if (res != K2_DEC_OK) {
+			new = old;
+			break;
+		}
+	} while (!atomic64_try_cmpxchg(&kd->inflight, &old, new));
+
+	if (unlikely(res == K2_DEC_UNDERFLOW)) {
+		atomic_inc(&kd->recover_underflow);
+		WARN_ONCE(1, "k2: %s: in-flight count would go below zero; left at zero\n",
+			  k2_disk_name(kd));
+	}
+	*left = k2_inflight_count(new);
+	return true;
+}
+
+/* Take a slot for @rq, which dispatch is handing to blk-mq. */
+static void k2_count(struct k2_data *kd, struct request *rq)
+{
+	s64 old;
+	u64 new;
+
+	lockdep_assert_held(&kd->lock);
+
+	/*
+	 * Dispatch runs under kd->lock and found the count below the bound;
+	 * only decrements and resets can have happened since, so the
+	 * increment cannot fail on the bound.
+	 */
+	old = atomic64_read(&kd->inflight);
+	do {
+		if (!k2_inflight_inc(old, U32_MAX, &new))
+			return;
+	} while (!atomic64_try_cmpxchg(&kd->inflight, &old, new));
+
+	k2_rq_set_epoch(rq, k2_inflight_epoch(new));
+	k2_rq_set_state(rq, k2_rq_state(rq) | K2_RQ_COUNTED);
+}
+
+/*
+ * Dispatch found the bound reached.  If nothing has completed, been
+ * requeued or been dispatched for K2_STALL_MS, the count is leaked:
+ * reset it.  Returns whether it did.
+ */
+static bool k2_check_stall(struct k2_data *kd, s64 word, unsigned long now)
+{
+	u32 count = k2_inflight_count(word);
+	s64 old, new;
+
+	lockdep_assert_held(&kd->lock);
+
+	if (!k2_stall_check(&kd->stall, word, kd->dispatch_seq, now,
+			    msecs_to_jiffies(K2_STALL_MS)))
+		return false;
+
+	k2_stall_disarm(&kd->stall);
+	old = atomic64_read(&kd->inflight);
+	do {
+		new = k2_inflight_reset(old);
+	} while (!atomic64_try_cmpxchg(&kd->inflight, &old, new));
+	atomic_inc(&kd->recover_stall);
+	pr_warn_ratelimited("k2: %s: %u requests counted in flight and none completed for %u ms; count reset\n",
+			    k2_disk_name(kd), count, K2_STALL_MS);
+	return true;
+}
+
+/* Take @rq off its staging queue, tree and the merge hash. */
+static void k2_remove_request(struct k2_data *kd, struct request *rq)
+{
+	unsigned long state = k2_rq_state(rq);
+	unsigned int idx = k2_rq_state_queue(state);
+	struct k2_queue *kq = &kd->queues[idx];
+
+	lockdep_assert_held(&kd->lock);
+
+	list_del_init(&rq->queuelist);
+	if (state & K2_RQ_ON_RB)
+		elv_rb_del(&kq->sort[rq_data_dir(rq)], rq);
+	elv_rqhash_del(kd->q, rq);
+	if (kd->q->last_merge == rq)
+		kd->q->last_merge = NULL;
+	k2_rq_set_state(rq, state & ~(K2_RQ_QUEUED | K2_RQ_ON_RB));
+
+	if (!--kq->nr)
+		WRITE_ONCE(kd->nonempty, kd->nonempty & ~(1U << idx));
+}
+
+/* blk_mq_free_requests() is not exported. */
+static void k2_free_requests(struct list_head *list)
+{
+	struct request *rq;
+
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		blk_mq_free_request(rq);
+	}
+}
+
+static void k2_insert_request(struct k2_data *kd, struct request *rq,
+			      bool at_head, struct list_head *free)
+{
+	struct request_queue *q = kd->q;
+	unsigned int idx = k2_ioprio_to_queue(req_get_ioprio(rq));
+	struct k2_queue *kq = &kd->queues[idx];
+	unsigned long now = jiffies;
+	unsigned long state = idx;
+	u32 left;
+
+	lockdep_assert_held(&kd->lock);
+
+	/*
+	 * priv is only known to be ours if prepare_request ran, which is
+	 * when finish_request will run too.  Such a request still counted
+	 * here came back without requeue_request: give its slot back, or
+	 * dispatching it again would count it twice.
+	 */
+	if (compat_rq_elv_finish(rq) && k2_uncount(kd, rq, &left)) {
+		atomic_inc(&kd->recover_reinsert);
+		k2_kick_throttled(kd);
+	}
+	k2_rq_set_state(rq, state);
+
+	/*
+	 * If @rq merges into a queued request it lands on @free, which the
+	 * caller frees after dropping the lock.  A queued request merged
+	 * away in the same call is taken off the queues by requests_merged
+	 * first; the core skips that callback only for multi-range discards,
+	 * which is why those stay out of the hash the merge loop searches.
+	 */
+	if (blk_mq_sched_try_insert_merge(q, rq, free))
+		return;
+
+	trace_block_rq_insert(rq);
+	k2_trace_insert(kd, rq, idx, at_head);
+
+	if (at_head) {
+		struct request *head;
+
+		/*
+		 * Requeued requests and 6.12 flush data go first in their
+		 * queue.  Inherit the head's arrival time if older so that
+		 * times stay ordered along the FIFO and the head carries the
+		 * oldest (the starvation check looks only at the head).
+		 */
+		head = list_first_entry_or_null(&kq->fifo, struct request,
+						queuelist);
+		rq->fifo_time = now;
+		if (head && time_before((unsigned long)head->fifo_time, now))
+			rq->fifo_time = head->fifo_time;
+		list_add(&rq->queuelist, &kq->fifo);
+	} else {
+		if (rq_mergeable(rq)) {
+			elv_rb_add(&kq->sort[rq_data_dir(rq)], rq);
+			state |= K2_RQ_ON_RB;
+			if (!k2_discard_mergable(rq)) {
+				elv_rqhash_add(q, rq);
+				if (!q->last_merge)
+					q->last_merge = rq;
+			}
+		}
+		rq->fifo_time = now;
+		list_add_tail(&rq->queuelist, &kq->fifo);
+	}
+	k2_rq_set_state(rq, state | K2_RQ_QUEUED);
+	if (!kq->nr++)
+		WRITE_ONCE(kd->nonempty, kd->nonempty | (1U << idx));
+}
+
+static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
+			       struct list_head *list, compat_insert_t flags)
+{
+	struct k2_data *kd = hctx->queue->elevator->elevator_data;
+	bool at_head = compat_insert_at_head(flags);
+	LIST_HEAD(free);
+
+	spin_lock(&kd->lock);
+	while (!list_empty(list)) {
+		struct request *rq;
+
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		k2_insert_request(kd, rq, at_head, &free);
+	}
+	spin_unlock(&kd->lock);
+
+	k2_free_requests(&free);
+}
+
+static struct request *__k2_dispatch_request(struct k2_data *kd)
+{
+	unsigned long now = jiffies;
+	unsigned long be_wait = 0;
+	unsigned int nonempty = kd->nonempty;
+	unsigned int bound;
+	struct request *rq;
+	bool promoted;
+	s64 word;
+	int sel;
+
+	lockdep_assert_held(&kd->lock);
+
+	if (!nonempty)
+		return NULL;
+
+	bound = k2_bound(READ_ONCE(kd->max_inflight),
+			 READ_ONCE(kd->q->nr_requests));
+	if (nonempty & (1U << K2_BE_QUEUE)) {
+		rq = list_first_entry(&kd->queues[K2_BE_QUEUE].fifo,
+				      struct request, queuelist);
+		be_wait = k2_be_wait(now - (unsigned long)rq->fifo_time,
+				     now - kd->be_served);
+	}
+
+again:
+	word = atomic64_read(&kd->inflight);
+	sel = k2_pick_queue(nonempty, k2_inflight_count(word), bound, be_wait,
+			    READ_ONCE(kd->starvation_jiffies), &promoted);
+	if (sel == K2_PICK_THROTTLED) {
+		set_bit(K2_THROTTLED, &kd->flags);
+		/*
+		 * Announce the wait, then look again: pairs with the fully
+		 * ordered decrement in k2_uncount() followed by the flag
+		 * test in k2_kick_throttled().
+		 */
+		smp_mb__after_atomic();
+		word = atomic64_read(&kd->inflight);
+		sel = k2_pick_queue(nonempty, k2_inflight_count(word), bound,
+				    be_wait, READ_ONCE(kd->starvation_jiffies),
+				    &promoted);
+	}
+	if (sel == K2_PICK_THROTTLED) {
+		kd->throttled++;
+		k2_trace_throttled(kd, k2_inflight_count(word), bound);
+		if (k2_check_stall(kd, word, now))
+			goto again;
+		return NULL;
+	}
+	if (sel < 0)
+		return NULL;
+
+	k2_stall_disarm(&kd->stall);
+	rq = list_first_entry(&kd->queues[sel].fifo, struct request,
+			      queuelist);
+	k2_remove_request(kd, rq);
+	/* As mq-deadline: no more merging into a request handed out. */
+	rq->rq_flags |= RQF_STARTED;
+
+	if (compat_rq_elv_finish(rq))
+		k2_count(kd, rq);
+	else
+		kd->uncounted++;
+	kd->dispatched[sel]++;
+	kd->dispatch_seq++;
+	if (sel == K2_BE_QUEUE)
+		kd->be_served = now;
+	if (promoted)
+		kd->promotions++;
+	k2_trace_dispatch(kd, rq, sel,
+			  k2_inflight_count(atomic64_read(&kd->inflight)),
+			  promoted);
+	return rq;
+}
+
+static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
+{
+	struct k2_data *kd = hctx->queue->elevator->elevator_data;
+	struct request *rq;
+
+	spin_lock(&kd->lock);
+	rq = __k2_dispatch_request(kd);
+	spin_unlock(&kd->lock);
+
+	return rq;
+}
+
+/*
+ * True while requests are queued, also when the bound holds them back:
+ * blk-mq then keeps re-running the queue, which drives k2_check_stall().
+ */
+static bool k2_has_work(struct blk_mq_hw_ctx *hctx)
+{
+	struct k2_data *kd = hctx->queue->elevator->elevator_data;
+
+	return READ_ONCE(kd->nonempty) != 0;
+}
+
+/* Called when a request is allocated, before any other callback. */
+static void k2_prepare_request(struct request *rq)
+{
+	k2_rq_set_state(rq, 0);
+	k2_rq_set_epoch(rq, 0);
+}
+
+/*
+ * Called when a request the elevator prepared is freed or, for a flush
+ * sequence's data part on 6.12, when that part completes.  Also for
+ * requests that bypassed K2: those have no K2_RQ_COUNTED.
+ */
+static void k2_finish_request(struct request *rq)
+{
+	struct k2_data *kd = rq->q->elevator->elevator_data;
+	unsigned long state = k2_rq_state(rq);
+	unsigned int idx = k2_rq_state_queue(state);
+	u32 left;
+
+	WARN_ONCE(state & K2_RQ_QUEUED,
+		  "k2: %s: request freed while on a staging queue\n",
+		  k2_disk_name(kd));
+
+	if (!k2_uncount(kd, rq, &left))
+		return;
+	this_cpu_inc(kd->stats->completed[idx]);
+	k2_trace_complete(kd, rq, idx, left);
+	k2_kick_throttled(kd);
+}
+
+/* Called by blk_mq_requeue_request() for a request the driver gave back. */
+static void k2_requeue_request(struct request *rq)
+{
+	struct k2_data *kd = rq->q->elevator->elevator_data;
+	unsigned int idx = k2_rq_state_queue(k2_rq_state(rq));
+	u32 left;
+
+	if (!k2_uncount(kd, rq, &left))
+		return;
+	this_cpu_inc(kd->stats->requeued[idx]);
+	k2_trace_requeue(kd, rq, idx, left);
+	k2_kick_throttled(kd);
+}
+
+/* Merging: front merges through the sorted trees, back merges the hash. */
+
+static int k2_request_merge(struct request_queue *q, struct request **rq,
+			    struct bio *bio)
+{
+	struct k2_data *kd = q->elevator->elevator_data;
+	unsigned int idx = k2_ioprio_to_queue(bio->bi_ioprio);
+	sector_t sector = bio_end_sector(bio);
+	struct request *__rq;
+
+	lockdep_assert_held(&kd->lock);
+
+	__rq = elv_rb_find(&kd->queues[idx].sort[bio_data_dir(bio)], sector);
+	if (__rq && elv_bio_merge_ok(__rq, bio)) {
+		*rq = __rq;
+		if (k2_discard_mergable(__rq))
+			return ELEVATOR_DISCARD_MERGE;
+		return ELEVATOR_FRONT_MERGE;
+	}
+	return ELEVATOR_NO_MERGE;
+}
+
+/* @rq grew by a bio; a front merge moved its start sector. */
+static void k2_request_merged(struct request_queue *q, struct request *rq,
+			      enum elv_merge type)
+{
+	struct k2_data *kd = q->elevator->elevator_data;
+	unsigned long state = k2_rq_state(rq);
+	struct k2_queue *kq = &kd->queues[k2_rq_state_queue(state)];
+
+	lockdep_assert_held(&kd->lock);
+
+	if (type == ELEVATOR_FRONT_MERGE && (state & K2_RQ_ON_RB)) {
+		elv_rb_del(&kq->sort[rq_data_dir(rq)], rq);
+		elv_rb_add(&kq->sort[rq_data_dir(rq)], rq);
+	}
+}
+
+/*
+ * @next was merged into @rq and will be freed.  @next is queued, or is the
+ * request being inserted (insert merge) and not queued yet.
+ */
+static void k2_requests_merged(struct request_queue *q, struct request *rq,
+			       struct request *next)
+{
+	struct k2_data *kd = q->elevator->elevator_data;
+	unsigned long rstate = k2_rq_state(rq);
+	unsigned long nstate = k2_rq_state(next);
+	unsigned int idx = k2_rq_state_queue(nstate);
+
+	lockdep_assert_held(&kd->lock);
+
+	if (!(nstate & K2_RQ_QUEUED))
+		return;
+
+	/* Keep the older arrival time and its place in the FIFO. */
+	if ((rstate & K2_RQ_QUEUED) && k2_rq_state_queue(rstate) == idx &&
+	    time_before((unsigned long)next->fifo_time,
+			(unsigned long)rq->fifo_time)) {
+		list_move(&rq->queuelist, &next->queuelist);
+		rq->fifo_time = next->fifo_time;
+	}
+	k2_remove_request(kd, next);
+	kd->merged[idx]++;
+}
+
+static struct request *k2_former_request(struct request_queue *q,
+					 struct request *rq)
+{
+	if (!(k2_rq_state(rq) & K2_RQ_ON_RB))
+		return NULL;
+	return elv_rb_former_request(q, rq);
+}
+
+static struct request *k2_next_request(struct request_queue *q,
+				       struct request *rq)
+{
+	if (!(k2_rq_state(rq) & K2_RQ_ON_RB))
+		return NULL;
+	return elv_rb_latter_request(q, rq);
+}
+
+static bool k2_bio_merge(struct request_queue *q, struct bio *bio,
+			 unsigned int nr_segs)
+{
+	struct k2_data *kd = q->elevator->elevator_data;
+	struct request *free = NULL;
+	bool ret;
+
+	spin_lock(&kd->lock);
+	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
+	spin_unlock(&kd->lock);
+
+	if (free)
+		blk_mq_free_request(free);
+	return ret;
+}
+
+static int k2_init_sched(struct request_queue *q, struct elevator_type *e)
+{
+	struct elevator_queue *eq;
+	struct k2_data *kd;
+	unsigned int i;
+
+	eq = elevator_alloc(q, e);
+	if (!eq)
+		return -ENOMEM;
+
+	kd = kzalloc_node(sizeof(*kd), GFP_KERNEL, q->node);
+	if (!kd)
+		goto put_eq;
+	kd->stats = alloc_percpu(struct k2_pcpu_stats);
+	if (!kd->stats)
+		goto free_kd;
+
+	kd->q = q;
+	spin_lock_init(&kd->lock);
+	for (i = 0; i < K2_NR_QUEUES; i++) {
+		INIT_LIST_HEAD(&kd->queues[i].fifo);
+		kd->queues[i].sort[READ] = RB_ROOT;
+		kd->queues[i].sort[WRITE] = RB_ROOT;
+	}
+	atomic64_set(&kd->inflight, 0);
+	kd->max_inflight = K2_DEFAULT_MAX_INFLIGHT;
+	kd->be_served = jiffies;
+
+	eq->elevator_data = kd;
+
+	/* Dispatch is device-wide: run one hardware queue, not all. */
+	blk_queue_flag_set(QUEUE_FLAG_SQ_SCHED, q);
+
+	q->elevator = eq;
+	return 0;
+
+free_kd:
+	kfree(kd);
+put_eq:
+	kobject_put(&eq->kobj);
+	return -ENOMEM;
+}
+
+/*
+ * The queue is frozen: every request has been freed, so nothing may be
+ * queued and the count must be zero.
+ */
+static void k2_exit_sched(struct elevator_queue *e)
+{
+	struct k2_data *kd = e->elevator_data;
+	u32 count = k2_inflight_count(atomic64_read(&kd->inflight));
+	unsigned int i;
+
+	for (i = 0; i < K2_NR_QUEUES; i++)
+		WARN_ONCE(!list_empty(&kd->queues[i].fifo),
+			  "k2: %s: %u requests left on queue %s at exit\n",
+			  k2_disk_name(kd), kd->queues[i].nr,
+			  k2_queue_name[i]);
+	WARN_ONCE(count, "k2: %s: in-flight count %u at exit\n",
+		  k2_disk_name(kd), count);
+
+	free_percpu(kd->stats);
+	kfree(kd);
+}
+
+/*
+ * sysfs: /sys/block/<dev>/queue/iosched/
+ *
+ * A write must be one decimal number in range, surrounding whitespace
+ * allowed (echo's newline); anything else, including overflow, fails with
+ * EINVAL and changes nothing.
+ */
+static int k2_parse_uint(const char *page, size_t count, unsigned int min,
+			 unsigned int max, unsigned int *res)
+{
+	char buf[24];
+	unsigned int val;
+
+	if (count >= sizeof(buf) || memchr(page, '\0', count))
+		return -EINVAL;
+	memcpy(buf, page, count);
+	buf[count] = '\0';
+	if (kstrtouint(strim(buf), 10, &val) || val < min || val > max)
+		return -EINVAL;
+	*res = val;
+	return 0;
+}
+
+#define K2_SHOW_UINT(name, expr)					\
+static ssize_t k2_##name##_show(struct elevator_queue *e, char *page)	\
+{									\
+	struct k2_data *kd = e->elevator_data;				\
+									\
+	return sysfs_emit(page, "%u\n", (unsigned int)(expr));		\
+}
+
+/* The bound in force: the setting, clamped to the current nr_requests. */
+K2_SHOW_UINT(max_inflight, k2_bound(READ_ONCE(kd->max_inflight),
+				    READ_ONCE(kd->q->nr_requests)));
+K2_SHOW_UINT(starvation_ms, READ_ONCE(kd->starvation_ms));
+K2_SHOW_UINT(inflight, k2_inflight_count(atomic64_read(&kd->inflight)));
+#undef K2_SHOW_UINT
+
+/*
+ * 1..nr_requests.  Lowering below the current count takes effect as
+ * requests complete; raising re-runs the queues for the new slots.
+ */
+static ssize_t k2_max_inflight_store(struct elevator_queue *e,
+				     const char *page, size_t count)
+{
+	struct k2_data *kd = e->elevator_data;
+	unsigned int max = min_t(unsigned long, READ_ONCE(kd->q->nr_requests),
+				 UINT_MAX);
+	unsigned int val;
+
+	if (k2_parse_uint(page, count, 1, max, &val))
+		return -EINVAL;
+	WRITE_ONCE(kd->max_inflight, val);
+	blk_mq_run_hw_queues(kd->q, true);
+	return count;
+}
+
+/* 0 (strict priority) .. K2_MAX_STARVATION_MS. */
+static ssize_t k2_starvation_ms_store(struct elevator_queue *e,
+				      const char *page, size_t count)
+{
+	struct k2_data *kd = e->elevator_data;
+	unsigned int val;
+	unsigned long j;
+
+	if (k2_parse_uint(page, count, 0, K2_MAX_STARVATION_MS, &val))
+		return -EINVAL;
+	j = val ? max(msecs_to_jiffies(val), 1UL) : 0;
+	WRITE_ONCE(kd->starvation_jiffies, j);
+	WRITE_ONCE(kd->starvation_ms, val);
+	return count;
+}
+
+#define K2_ATTR(name)	__ATTR(name, 0644, k2_##name##_show, k2_##name##_store)
+#define K2_ATTR_RO(name) __ATTR(name, 0444, k2_##name##_show, NULL)
+
+static struct elv_fs_entry k2_attrs[] = {
+	K2_ATTR(max_inflight),
+	K2_ATTR(starvation_ms),
+	K2_ATTR_RO(inflight),
+	__ATTR_NULL
+};
+
+#undef K2_ATTR
+#undef K2_ATTR_RO
+
+/* debugfs: /sys/kernel/debug/block/<dev>/sched/ */
+#ifdef CONFIG_BLK_DEBUG_FS
+
+/* <queue>_list: the requests on one staging queue, in FIFO order. */
+#define K2_DEBUGFS_QUEUE(idx, name)					\
+enum { k2_##name##_idx = (idx) };					\
+									\
+static void *k2_##name##_start(struct seq_file *m, loff_t *pos)	\
+	__acquires(&kd->lock)						\
+{									\
+	struct request_queue *q = m->private;				\
+	struct k2_data *kd = q->elevator->elevator_data;		\
+									\
+	spin_lock(&kd->lock);						\
+	return seq_list_start(&kd->queues[k2_##name##_idx].fifo, *pos);	\
+}									\
+									\
+static void *k2_##name##_next(struct seq_file *m, void *v, loff_t *pos)	\
+{									\
+	struct request_queue *q = m->private;				\
+	struct k2_data *kd = q->elevator->elevator_data;		\
+									\
+	return seq_list_next(v, &kd->queues[k2_##name##_idx].fifo, pos);	\
+}									\
+									\
+static void k2_##name##_stop(struct seq_file *m, void *v)		\
+	__releases(&kd->lock)						\
+{									\
+	struct request_queue *q = m->private;				\
+	struct k2_data *kd = q->elevator->elevator_data;		\
+									\
+	spin_unlock(&kd->lock);						\
+}									\
+									\
+static const struct seq_operations k2_##name##_seq_ops = {		\
+	.start	= k2_##name##_start,					\
+	.next	= k2_##name##_next,					\
+	.stop	= k2_##name##_stop,					\
+	.show	= blk_mq_debugfs_rq_show,				\
+}
+
+K2_DEBUGFS_QUEUE(0, rt0);
+K2_DEBUGFS_QUEUE(1, rt1);
+K2_DEBUGFS_QUEUE(2, rt2);
+K2_DEBUGFS_QUEUE(3, rt3);
+K2_DEBUGFS_QUEUE(4, rt4);
+K2_DEBUGFS_QUEUE(5, rt5);
+K2_DEBUGFS_QUEUE(6, rt6);
+K2_DEBUGFS_QUEUE(7, rt7);
+K2_DEBUGFS_QUEUE(K2_BE_QUEUE, be);
+#undef K2_DEBUGFS_QUEUE
+
+/* One "<queue> <value>" line per staging queue. */
+static void k2_seq_per_queue(struct seq_file *m, const u64 *val)
+{
+	unsigned int i;
+
+	for (i = 0; i < K2_NR_QUEUES; i++)
+		seq_printf(m, "%s %llu\n", k2_queue_name[i], val[i]);
+}
+
+/* Copy a per-queue statistic kept under kd->lock. */
+static void k2_locked_per_queue(struct k2_data *kd, const u64 *src, u64 *dst)
+{
+	spin_lock(&kd->lock);
+	memcpy(dst, src, K2_NR_QUEUES * sizeof(*dst));
+	spin_unlock(&kd->lock);
+}
+
+static int k2_dbg_queued_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	u64 val[K2_NR_QUEUES];
+	unsigned int i;
+
+	spin_lock(&kd->lock);
+	for (i = 0; i < K2_NR_QUEUES; i++)
+		val[i] = kd->queues[i].nr;
+	spin_unlock(&kd->lock);
+	k2_seq_per_queue(m, val);
+	return 0;
+}
+
+static int k2_dbg_dispatched_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	u64 val[K2_NR_QUEUES];
+
+	k2_locked_per_queue(kd, kd->dispatched, val);
+	k2_seq_per_queue(m, val);
+	return 0;
+}
+
+static int k2_dbg_merged_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	u64 val[K2_NR_QUEUES];
+
+	k2_locked_per_queue(kd, kd->merged, val);
+	k2_seq_per_queue(m, val);
+	return 0;
+}
+
+/* Sum a per-CPU statistic; @completed selects completed or requeued. */
+static void k2_sum_pcpu(struct k2_data *kd, bool completed, u64 *val)
+{
+	unsigned int i;
+	int cpu;
+
+	memset(val, 0, K2_NR_QUEUES * sizeof(*val));
+	for_each_possible_cpu(cpu) {
+		const struct k2_pcpu_stats *s = per_cpu_ptr(kd->stats, cpu);
+
+		for (i = 0; i < K2_NR_QUEUES; i++)
+			val[i] += completed ? READ_ONCE(s->completed[i]) :
+					      READ_ONCE(s->requeued[i]);
+	}
+}
+
+static int k2_dbg_completed_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	u64 val[K2_NR_QUEUES];
+
+	k2_sum_pcpu(kd, true, val);
+	k2_seq_per_queue(m, val);
+	return 0;
+}
+
+static int k2_dbg_requeued_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	u64 val[K2_NR_QUEUES];
+
+	k2_sum_pcpu(kd, false, val);
+	k2_seq_per_queue(m, val);
+	return 0;
+}
+
+static int k2_dbg_inflight_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	seq_printf(m, "%u\n", k2_inflight_count(atomic64_read(&kd->inflight)));
+	return 0;
+}
+
+static int k2_dbg_epoch_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	seq_printf(m, "%u\n", k2_inflight_epoch(atomic64_read(&kd->inflight)));
+	return 0;
+}
+
+/* Single counters kept under kd->lock. */
+static int k2_dbg_locked_u64(struct seq_file *m, struct k2_data *kd,
+			     const u64 *counter)
+{
+	u64 val;
+
+	spin_lock(&kd->lock);
+	val = *counter;
+	spin_unlock(&kd->lock);
+	seq_printf(m, "%llu\n", val);
+	return 0;
+}
+
+static int k2_dbg_throttled_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	return k2_dbg_locked_u64(m, kd, &kd->throttled);
+}
+
+static int k2_dbg_starvation_promotions_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	return k2_dbg_locked_u64(m, kd, &kd->promotions);
+}
+
+static int k2_dbg_uncounted_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	return k2_dbg_locked_u64(m, kd, &kd->uncounted);
+}
+
+static int k2_dbg_recoveries_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	seq_printf(m, "%d\n", atomic_read(&kd->recover_underflow) +
+		   atomic_read(&kd->recover_stall) +
+		   atomic_read(&kd->recover_reinsert));
+	return 0;
+}
+
+static int k2_dbg_recovery_causes_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	seq_printf(m, "underflow %d\nstall %d\nreinsert %d\n",
+		   atomic_read(&kd->recover_underflow),
+		   atomic_read(&kd->recover_stall),
+		   atomic_read(&kd->recover_reinsert));
+	return 0;
+}
+
+#define K2_QUEUE_LIST_ATTR(name)					\
+	{#name "_list", 0400, .seq_ops = &k2_##name##_seq_ops}
+
+static const struct blk_mq_debugfs_attr k2_queue_debugfs_attrs[] = {
+	{"queued", 0400, k2_dbg_queued_show},
+	{"dispatched", 0400, k2_dbg_dispatched_show},
+	{"completed", 0400, k2_dbg_completed_show},
+	{"requeued", 0400, k2_dbg_requeued_show},
+	{"merged", 0400, k2_dbg_merged_show},
+	{"inflight", 0400, k2_dbg_inflight_show},
+	{"epoch", 0400, k2_dbg_epoch_show},
+	{"throttled", 0400, k2_dbg_throttled_show},
+	{"starvation_promotions", 0400, k2_dbg_starvation_promotions_show},
+	{"uncounted", 0400, k2_dbg_uncounted_show},
+	{"recoveries", 0400, k2_dbg_recoveries_show},
+	{"recovery_causes", 0400, k2_dbg_recovery_causes_show},
+	K2_QUEUE_LIST_ATTR(rt0),
+	K2_QUEUE_LIST_ATTR(rt1),
+	K2_QUEUE_LIST_ATTR(rt2),
+	K2_QUEUE_LIST_ATTR(rt3),
+	K2_QUEUE_LIST_ATTR(rt4),
+	K2_QUEUE_LIST_ATTR(rt5),
+	K2_QUEUE_LIST_ATTR(rt6),
+	K2_QUEUE_LIST_ATTR(rt7),
+	K2_QUEUE_LIST_ATTR(be),
+	{},
+};
+
+#undef K2_QUEUE_LIST_ATTR
+
+#endif /* CONFIG_BLK_DEBUG_FS */
+
+static struct elevator_type k2_sched = {
+	.ops = {
+		.init_sched		= k2_init_sched,
+		.exit_sched		= k2_exit_sched,
+		.insert_requests	= k2_insert_requests,
+		.dispatch_request	= k2_dispatch_request,
+		.has_work		= k2_has_work,
+		.prepare_request	= k2_prepare_request,
+		.finish_request		= k2_finish_request,
+		.requeue_request	= k2_requeue_request,
+		.bio_merge		= k2_bio_merge,
+		.request_merge		= k2_request_merge,
+		.request_merged		= k2_request_merged,
+		.requests_merged	= k2_requests_merged,
+		.former_request		= k2_former_request,
+		.next_request		= k2_next_request,
+	},
+#ifdef CONFIG_BLK_DEBUG_FS
+	.queue_debugfs_attrs = k2_queue_debugfs_attrs,
+#endif
+	.elevator_attrs = k2_attrs,
+	.elevator_name = "k2",
+	.elevator_owner = THIS_MODULE,
+};
+
+static int __init k2_init(void)
+{
+	return elv_register(&k2_sched);
+}
+
+static void __exit k2_exit(void)
+{
+	elv_unregister(&k2_sched);
+}
+
+module_init(k2_init);
+module_exit(k2_exit);
+
+MODULE_AUTHOR("ssd-iosched project");
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("K2 I/O scheduler: bounded in-flight requests, strict real-time priority");

@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of K2's decision logic (k2/k2-core.h), built in userspace with
+ * ASan and UBSan:
+ *   cc -std=gnu11 -Wall -Wextra -Werror -g -fsanitize=address,undefined \
+ *	-I tests/unit -I k2 tests/unit/k2_test.c -o /tmp/k2_test
+ */
+#include "unit.h"
+#include "k2-core.h"
+
+#define BE_BIT		(1U << K2_BE_QUEUE)
+#define RT_BIT(l)	(1U << (l))
+
+/* k2_pick_queue() with no starvation and no interest in the flag. */
+static int pick(unsigned int nonempty, u32 inflight, u32 bound)
+{
+	bool promoted = true;
+	int sel = k2_pick_queue(nonempty, inflight, bound, 0, 0, &promoted);
+
+	CHECK(!promoted);
+	return sel;
+}
+
+TEST(rt_levels_map_to_their_own_queue)
+{
+	int level;
+
+	for (level = 0; level < IOPRIO_NR_LEVELS; level++)
+		CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT,
+							      level)), level);
+}
+
+/*
+ * The public K2 code took IOPRIO_PRIO_VALUE() as the level, so every RT
+ * level landed in one queue.  All eight must be distinct, 0 and 7 included.
+ */
+TEST(rt_levels_0_and_7_differ_public_k2_bug)
+{
+	unsigned int seen = 0;
+	int level;
+
+	CHECK(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, 0)) !=
+	      k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, 7)));
+	for (level = 0; level < IOPRIO_NR_LEVELS; level++)
+		seen |= 1U << k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT,
+								  level));
+	CHECK_EQ(seen, K2_RT_QUEUES_MASK);
+}
+
+TEST(non_rt_classes_map_to_the_non_rt_queue)
+{
+	int level;
+
+	CHECK_EQ(k2_ioprio_to_queue(0), K2_BE_QUEUE);
+	for (level = 0; level < IOPRIO_NR_LEVELS; level++) {
+		CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_NONE,
+							      level)),
+			 K2_BE_QUEUE);
+		CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE,
+							      level)),
+			 K2_BE_QUEUE);
+		CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE,
+							      level)),
+			 K2_BE_QUEUE);
+	}
+	/* Unknown and invalid classes are not real-time either. */
+	CHECK_EQ(k2_ioprio_to_queue(4 << IOPRIO_CLASS_SHIFT), K2_BE_QUEUE);
+	CHECK_EQ(k2_ioprio_to_queue(IOPRIO_CLASS_INVALID << IOPRIO_CLASS_SHIFT),
+		 K2_BE_QUEUE);
+	/* An out-of-range level gives the invalid class, not RT. */
+	CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, 8)),
+		 K2_BE_QUEUE);
+}
+
+/* Hint bits (above the level) must not move a request to another queue. */
+TEST(ioprio_hints_do_not_change_the_queue)
+{
+	CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE_HINT(IOPRIO_CLASS_RT, 5, 3)),
+		 5);
+	CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE_HINT(IOPRIO_CLASS_RT, 0,
+							   IOPRIO_NR_HINTS - 1)),
+		 0);
+	CHECK_EQ(k2_ioprio_to_queue(IOPRIO_PRIO_VALUE_HINT(IOPRIO_CLASS_BE, 0, 7)),
+		 K2_BE_QUEUE);
+}
+
+TEST(every_queue_index_is_in_range)
+{
+	unsigned int v;
+
+	for (v = 0; v <= 0xffff; v++)
+		CHECK(k2_ioprio_to_queue(v) < K2_NR_QUEUES);
+}
+
+/* The highest non-empty RT level goes first, the non-RT queue last. */
+TEST(strict_priority_order)
+{
+	unsigned int mask, i;
+
+	CHECK_EQ(pick(0, 0, 32), K2_PICK_EMPTY);
+	for (mask = 1; mask <= K2_ALL_QUEUES_MASK; mask++) {
+		int expect = -1;
+
+		for (i = 0; i < K2_NR_QUEUES; i++) {
+			if (mask & (1U << i)) {
+				expect = i;
+				break;
+			}
+		}
+		CHECK_EQ(pick(mask, 0, 32), expect);
+	}
+	CHECK_EQ(pick(BE_BIT, 0, 32), K2_BE_QUEUE);
+	CHECK_EQ(pick(BE_BIT | RT_BIT(7), 0, 32), 7);
+	CHECK_EQ(pick(BE_BIT | RT_BIT(7) | RT_BIT(3), 0, 32), 3);
+	/* Bits above the nine queues are ignored. */
+	CHECK_EQ(pick(1U << K2_NR_QUEUES, 0, 32), K2_PICK_EMPTY);
+}
+
+TEST(bound_blocks_at_bound_and_allows_below)
+{
+	u32 bound;
+
+	for (bound = 1; bound <= 64; bound++) {
+		CHECK_EQ(pick(RT_BIT(0), bound, bound), K2_PICK_THROTTLED);
+		CHECK_EQ(pick(BE_BIT, bound + 1, bound), K2_PICK_THROTTLED);
+		CHECK_EQ(pick(RT_BIT(0), bound - 1, bound), 0);
+		CHECK_EQ(pick(BE_BIT, bound - 1, bound), K2_BE_QUEUE);
+	}
+	/* Nothing queued is "empty", not "throttled", whatever the count. */
+	CHECK_EQ(pick(0, 100, 1), K2_PICK_EMPTY);
+}
+
+/*
+ * A bound lowered below the count keeps dispatch closed until completions
+ * bring the count under the new bound.
+ */
+TEST(lowering_the_bound_below_inflight)
+{
+	u32 bound = 4, inflight = 10;
+	u64 word = k2_inflight_word(0, inflight), next;
+
+	for (; inflight >= bound; inflight--) {
+		CHECK_EQ(pick(RT_BIT(2), inflight, bound), K2_PICK_THROTTLED);
+		CHECK(!k2_inflight_inc(word, bound, &next));
+		CHECK_EQ(k2_inflight_dec(word, 0, &next), K2_DEC_OK);
+		CHECK_EQ(k2_inflight_count(next), inflight - 1);
+		word = next;
+	}
+	CHECK_EQ(k2_inflight_count(word), 3);
+	CHECK_EQ(pick(RT_BIT(2), k2_inflight_count(word), bound), 2);
+	CHECK(k2_inflight_inc(word, bound, &next));
+	CHECK_EQ(k2_inflight_count(next), 4);
+	CHECK(!k2_inflight_inc(next, bound, &word));
+}
+
+TEST(bound_is_clamped_to_the_queue_depth)
+{
+	CHECK_EQ(k2_bound(K2_DEFAULT_MAX_INFLIGHT, 256), 32);
+	CHECK_EQ(k2_bound(K2_DEFAULT_MAX_INFLIGHT, 16), 16);
+	CHECK_EQ(k2_bound(200, 64), 64);
+	CHECK_EQ(k2_bound(1, 64), 1);
+	CHECK_EQ(k2_bound(0, 64), 1);
+	CHECK_EQ(k2_bound(32, 0), 1);
+	CHECK_EQ(k2_bound(32, 1UL << 40), 32);
+}
+
+TEST(starvation_off_is_strict_priority)
+{
+	bool promoted;
+
+	CHECK_EQ(k2_pick_queue(BE_BIT | RT_BIT(0), 0, 32, (unsigned long)-1, 0,
+			       &promoted), 0);
+	CHECK(!promoted);
+}
+
+TEST(starvation_promotes_only_after_threshold)
+{
+	unsigned long t = 250;
+	bool promoted;
+
+	CHECK_EQ(k2_pick_queue(BE_BIT | RT_BIT(4), 0, 32, 0, t, &promoted), 4);
+	CHECK(!promoted);
+	CHECK_EQ(k2_pick_queue(BE_BIT | RT_BIT(4), 0, 32, t - 1, t, &promoted), 4);
+	CHECK(!promoted);
+	CHECK_EQ(k2_pick_queue(BE_BIT | RT_BIT(4), 0, 32, t, t, &promoted),
+		 K2_BE_QUEUE);
+	CHECK(promoted);
+	CHECK_EQ(k2_pick_queue(BE_BIT | RT_BIT(0), 0, 32, t * 1000, t,
+			       &promoted), K2_BE_QUEUE);
+	CHECK(promoted);
+	/* Alone, the non-RT queue is simply next: not a promotion. */
+	CHECK_EQ(k2_pick_queue(BE_BIT, 0, 32, t * 1000, t, &promoted),
+		 K2_BE_QUEUE);
+	CHECK(!promoted);
+	/* Without a non-RT request the age is meaningless. */
+	CHECK_EQ(k2_pick_queue(RT_BIT(1), 0, 32, t * 1000, t, &promoted), 1);
+	CHECK(!promoted);
+}
+
+TEST(starvation_wait_is_the_lesser_of_age_and_time_since_served)
+{
+	CHECK_EQ(k2_be_wait(100, 5), 5);
+	CHECK_EQ(k2_be_wait(5, 100), 5);
+	CHECK_EQ(k2_be_wait(0, 0), 0);
+}
+
+/*
+ * RT and non-RT queues both permanently backlogged, the non-RT backlog
+ * long overdue, one dispatch per time unit: the non-RT queue gets one
+ * request per starvation period, not the whole device.
+ */
+TEST(starvation_promotes_once_per_period)
+{
+	const unsigned long t_starve = 20, steps = 1000, start = 5000;
+	unsigned long now, served = start, be = 0, promoted_n = 0;
+	bool promoted;
+
+	for (now = start; now < start + steps; now++) {
+		unsigned long wait = k2_be_wait(now, now - served);
+		int sel = k2_pick_queue(BE_BIT | RT_BIT(0), 0, 1, wait, t_starve,
+					&promoted);
+
+		if (sel == K2_BE_QUEUE) {
+			be++;
+			served = now;
+		}
+		promoted_n += promoted;
+		CHECK(sel == K2_BE_QUEUE || sel == 0);
+	}
+	/* served at start, so at start + 20, + 40, ..., + 980 */
+	CHECK_EQ(be, (steps - 1) / t_starve);
+	CHECK_EQ(promoted_n, be);
+
+	/* Without RT work the non-RT queue gets every dispatch. */
+	be = 0;
+	for (now = start; now < start + steps; now++) {
+		int sel = k2_pick_queue(BE_BIT, 0, 1, 0, t_starve, &promoted);
+
+		be += sel == K2_BE_QUEUE;
+		CHECK(!promoted);
+	}
+	CHECK_EQ(be, steps);
+}
+
+TEST(starvation_does_not_override_the_bound)
+{
+	bool promoted;
+
+	CHECK_EQ(k2_pick_queue(BE_BIT | RT_BIT(0), 32, 32, 10000, 1, &promoted),
+		 K2_PICK_THROTTLED);
+	CHECK(!promoted);
+}
+
+TEST(counter_never_underflows)
+{
+	u64 word = k2_inflight_word(3, 0), next = 12345;
+
+	CHECK_EQ(k2_inflight_dec(word, 3, &next), K2_DEC_UNDERFLOW);
+	CHECK_EQ(next, 12345);
+	CHECK(k2_inflight_inc(word, 32, &next));
+	CHECK_EQ(k2_inflight_count(next), 1);
+	CHECK_EQ(k2_inflight_epoch(next), 3);
+	word = next;
+	CHECK_EQ(k2_inflight_dec(word, 3, &next), K2_DEC_OK);
+	CHECK_EQ(k2_inflight_count(next), 0);
+	word = next;
+	CHECK_EQ(k2_inflight_dec(word, 3, &next), K2_DEC_UNDERFLOW);
+	CHECK_EQ(k2_inflight_count(word), 0);
+}
+
+TEST(counter_increment_stops_at_bound)
+{
+	u64 word = 0, next;
+	u32 i;
+
+	for (i = 0; i < 32; i++) {
+		CHECK(k2_inflight_inc(word, 32, &next));
+		word = next;
+	}
+	CHECK_EQ(k2_inflight_count(word), 32);
+	CHECK(!k2_inflight_inc(word, 32, &next));
+	/* The count never wraps into the epoch. */
+	word = k2_inflight_word(0, U32_MAX);
+	CHECK(!k2_inflight_inc(word, U32_MAX, &next));
+	CHECK_EQ(k2_inflight_epoch(word), 0);
+}
+
+/* After a reset, requests counted before it give nothing back. */
+TEST(counter_reset_starts_a_new_epoch)
+{
+	u64 word = k2_inflight_word(7, 32), next = 0;
+
+	word = k2_inflight_reset(word);
+	CHECK_EQ(k2_inflight_count(word), 0);
+	CHECK_EQ(k2_inflight_epoch(word), 8);
+	CHECK_EQ(k2_inflight_dec(word, 7, &next), K2_DEC_STALE);
+	CHECK(k2_inflight_inc(word, 32, &next));
+	word = next;
+	CHECK_EQ(k2_inflight_dec(word, 7, &next), K2_DEC_STALE);
+	CHECK_EQ(k2_inflight_dec(word, 8, &next), K2_DEC_OK);
+	CHECK_EQ(k2_inflight_count(next), 0);
+	/* The epoch wraps without touching the count. */
+	word = k2_inflight_reset(k2_inflight_word(U32_MAX, 5));
+	CHECK_EQ(k2_inflight_epoch(word), 0);
+	CHECK_EQ(k2_inflight_count(word), 0);
+}
+
+TEST(stall_detected_only_without_progress)
+{
+	struct k2_stall s = { 0 };
+	unsigned long t = 1000, timeout = 50;
+	u64 word = k2_inflight_word(0, 32);
+
+	k2_stall_disarm(&s);
+	CHECK(!k2_stall_check(&s, word, 5, t, timeout));
+	CHECK(!k2_stall_check(&s, word, 5, t + timeout - 1, timeout));
+	CHECK(k2_stall_check(&s, word, 5, t + timeout, timeout));
+
+	/* A completion (count changed) restarts the wait. */
+	CHECK(!k2_stall_check(&s, word - 1, 5, t + timeout + 1, timeout));
+	CHECK(!k2_stall_check(&s, word - 1, 5, t + 2 * timeout, timeout));
+	CHECK(k2_stall_check(&s, word - 1, 5, t + 2 * timeout + 1, timeout));
+
+	/*
+	 * A completion followed by a dispatch leaves the count as it was;
+	 * the dispatch sequence tells it apart.
+	 */
+	k2_stall_disarm(&s);
+	CHECK(!k2_stall_check(&s, word, 5, t, timeout));
+	CHECK(!k2_stall_check(&s, word, 6, t + timeout, timeout));
+	CHECK(!k2_stall_check(&s, word, 6, t + 2 * timeout - 1, timeout));
+	CHECK(k2_stall_check(&s, word, 6, t + 2 * timeout, timeout));
+
+	/* Time wraps. */
+	k2_stall_disarm(&s);
+	CHECK(!k2_stall_check(&s, word, 1, (unsigned long)-10, timeout));
+	CHECK(k2_stall_check(&s, word, 1, timeout - 10, timeout));
+}
+
+TEST(request_state_queue_index)
+{
+	unsigned long i;
+
+	for (i = 0; i < K2_NR_QUEUES; i++)
+		CHECK_EQ(k2_rq_state_queue(i | K2_RQ_QUEUED | K2_RQ_COUNTED), i);
+	/* A garbage index stays inside the queue array. */
+	for (; i <= K2_RQ_QUEUE_MASK; i++)
+		CHECK_EQ(k2_rq_state_queue(i), K2_BE_QUEUE);
+	CHECK_EQ(K2_RQ_QUEUE_MASK & (K2_RQ_QUEUED | K2_RQ_ON_RB | K2_RQ_COUNTED),
+		 0);
+}
+
+/*
+ * A model of the accounting in k2-iosched.c: requests are dispatched while
+ * k2_pick_queue() allows, each counted one carries K2_RQ_COUNTED and its
+ * epoch, and completion, requeue, re-insertion and stall resets happen in
+ * random order.  The count must always equal the number of requests
+ * counted in the current epoch and never underflow.
+ */
+#define NREQ	96
+
+struct model_rq {
+	bool outstanding;
+	unsigned long state;
+	u32 epoch;
+};
+
+static u64 rng_state = 0x9e3779b97f4a7c15ULL;
+
+static u32 rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (u32)(rng_state >> 11);
+}
+
+/* As k2_uncount(): returns the dec result, K2_DEC_OK if not counted. */
+static enum k2_dec_result model_uncount(u64 *word, struct model_rq *r)
+{
+	enum k2_dec_result res;
+	u64 next;
+
+	if (!(r->state & K2_RQ_COUNTED))
+		return K2_DEC_OK;
+	r->state &= ~K2_RQ_COUNTED;
+	res = k2_inflight_dec(*word, r->epoch, &next);
+	if (res == K2_DEC_OK)
+		*word = next;
+	return res;
+}
+
+TEST(accounting_model_stays_exact)
+{
+	struct model_rq rqs[NREQ] = { { 0 } };
+	u64 word = 0, next;
+	u32 bound = 32;
+	int step, i;
+
+	for (step = 0; step < 200000; step++) {
+		struct model_rq *r = &rqs[rng() % NREQ];
+		u32 truth = 0;
+
+		switch (rng() % 8) {
+		case 0: case 1: case 2:	/* dispatch */
+			if (r->outstanding)
+				break;
+			if (k2_pick_queue(BE_BIT, k2_inflight_count(word),
+					  bound, 0, 0, &(bool){ 0 }) < 0)
+				break;
+			CHECK(k2_inflight_inc(word, U32_MAX, &next));
+			word = next;
+			r->outstanding = true;
+			r->state |= K2_RQ_COUNTED;
+			r->epoch = k2_inflight_epoch(word);
+			break;
+		case 3: case 4:		/* finish_request */
+			if (r->outstanding)
+				CHECK(model_uncount(&word, r) != K2_DEC_UNDERFLOW);
+			r->outstanding = false;
+			/* a second finish (double call) must be a no-op */
+			CHECK_EQ(model_uncount(&word, r), K2_DEC_OK);
+			break;
+		case 5:			/* requeue, then inserted again */
+			if (r->outstanding)
+				CHECK(model_uncount(&word, r) != K2_DEC_UNDERFLOW);
+			r->outstanding = false;
+			break;
+		case 6:			/* bound changed */
+			bound = 1 + rng() % 64;
+			break;
+		case 7:			/* rare stall reset */
+			if (rng() % 64 == 0)
+				word = k2_inflight_reset(word);
+			break;
+		}
+		for (i = 0; i < NREQ; i++)
+			if ((rqs[i].state & K2_RQ_COUNTED) &&
+			    rqs[i].epoch == k2_inflight_epoch(word))
+				truth++;
+		CHECK_EQ(k2_inflight_count(word), truth);
+		if (k2_inflight_count(word) != truth)
+			break;
+	}
+	/* Everything completes: back to zero. */
+	for (i = 0; i < NREQ; i++)
+		CHECK(model_uncount(&word, &rqs[i]) != K2_DEC_UNDERFLOW);
+	CHECK_EQ(k2_inflight_count(word), 0);
+}
+
+UNIT_MAIN(
+	UNIT(rt_levels_map_to_their_own_queue),
+	UNIT(rt_levels_0_and_7_differ_public_k2_bug),
+	UNIT(non_rt_classes_map_to_the_non_rt_queue),
+	UNIT(ioprio_hints_do_not_change_the_queue),
+	UNIT(every_queue_index_is_in_range),
+	UNIT(strict_priority_order),
+	UNIT(bound_blocks_at_bound_and_allows_below),
+	UNIT(lowering_the_bound_below_inflight),
+	UNIT(bound_is_clamped_to_the_queue_depth),
+	UNIT(starvation_off_is_strict_priority),
+	UNIT(starvation_promotes_only_after_threshold),
+	UNIT(starvation_wait_is_the_lesser_of_age_and_time_since_served),
+	UNIT(starvation_promotes_once_per_period),
+	UNIT(starvation_does_not_override_the_bound),
+	UNIT(counter_never_underflows),
+	UNIT(counter_increment_stops_at_bound),
+	UNIT(counter_reset_starts_a_new_epoch),
+	UNIT(stall_detected_only_without_progress),
+	UNIT(request_state_queue_index),
+	UNIT(accounting_model_stays_exact)
+)
