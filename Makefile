@@ -24,7 +24,7 @@ MOD_DIRS := $(shell sed -n 's|^obj-m *+= *\(.*\)/ *$$|\1|p' $(TOP)/Kbuild)
 INSTALL_DIRS := $(filter-out tests/%,$(MOD_DIRS))
 INSTALL_PATH := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/ssd-iosched
 
-.PHONY: all modules all-kernels install uninstall check clean kdir-check demo
+.PHONY: all modules all-kernels install uninstall check clean kdir-check demo lttng-probes
 
 all: modules
 
@@ -40,9 +40,21 @@ endif
 modules: kdir-check
 	@priv=$$($(TOP)/scripts/ksrc $(KVER)) || exit 1;					\
 	mkdir -p $(BUILD);									\
-	cd $(TOP) && tar -c Kbuild compat $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
+	cd $(TOP) && tar -c Kbuild compat tracepoints $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
 	$(MAKE) -C $(KDIR) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv modules
 	@cd $(BUILD) && find . -name '*.ko' | sort | sed 's|^\./|built: $(BUILD)/|'
+
+# The LTTng tracer (fetched and built by scripts/lttng-modules) and the
+# project's probes for it, in $(BUILD)/lttng/ (debug info stripped).
+lttng-probes: modules
+	@lt=$$($(TOP)/scripts/lttng-modules $(KVER)) || exit 1;				\
+	rm -rf $(BUILD)/lttng && mkdir -p $(BUILD)/lttng/probes &&				\
+	cp -a $(TOP)/tracepoints/lttng/. $(BUILD)/lttng/probes/ &&				\
+	$(MAKE) -C $(KDIR) M=$(BUILD)/lttng/probes LTTNG_SRC=$$lt IOSCHED_TOP=$(BUILD)	\
+		KBUILD_EXTRA_SYMBOLS=$$lt/src/Module.symvers modules &&			\
+	find $$lt/src -name '*.ko' -exec cp {} $(BUILD)/lttng/ \; &&				\
+	strip --strip-debug $(BUILD)/lttng/*.ko $(BUILD)/lttng/probes/*.ko &&			\
+	ls $(BUILD)/lttng/probes/*.ko | sed 's|^|built: |'
 
 all-kernels:
 	@set -e; for k in $$($(TOP)/scripts/kernels test); do $(MAKE) -C $(TOP) KVER=$$k modules; done

@@ -140,6 +140,9 @@
 #include "iosched-compat.h"
 #include "k2-core.h"
 
+#define CREATE_TRACE_POINTS
+#include <trace/events/k2.h>
+
 /*
  * A count stuck at the bound for this long without any completion,
  * requeue or dispatch is treated as leaked (see k2_check_stall()).  Healthy
@@ -205,24 +208,52 @@ struct k2_data {
 	unsigned long starvation_jiffies;	/* 0: no promotion */
 };
 
+/*
+ * Per-request state in rq->elv.priv (zeroed by prepare_request):
+ * priv[0] bits 0..31 are the K2_RQ_* state (k2-core.h), bits 32..63 the
+ * epoch of the in-flight word the request was counted in; priv[1] is the
+ * dispatch time in ns while the k2_complete tracepoint is enabled, else 0.
+ * Only the context that owns the request touches them: insert, dispatch
+ * and the merge callbacks under kd->lock, then finish or requeue.
+ */
+static_assert(BITS_PER_LONG == 64, "K2 keeps the epoch in priv[0]'s upper half");
+
+#define K2_RQ_STATE_MASK	0xffffffffUL
+
 static inline unsigned long k2_rq_state(struct request *rq)
 {
-	return (unsigned long)rq->elv.priv[0];
+	return (unsigned long)rq->elv.priv[0] & K2_RQ_STATE_MASK;
 }
 
 static inline void k2_rq_set_state(struct request *rq, unsigned long state)
 {
-	rq->elv.priv[0] = (void *)state;
+	unsigned long word = (unsigned long)rq->elv.priv[0];
+
+	rq->elv.priv[0] = (void *)((word & ~K2_RQ_STATE_MASK) |
+				   (state & K2_RQ_STATE_MASK));
 }
 
 static inline u32 k2_rq_epoch(struct request *rq)
 {
-	return (u32)(unsigned long)rq->elv.priv[1];
+	return (u32)((unsigned long)rq->elv.priv[0] >> 32);
 }
 
 static inline void k2_rq_set_epoch(struct request *rq, u32 epoch)
 {
-	rq->elv.priv[1] = (void *)(unsigned long)epoch;
+	unsigned long word = (unsigned long)rq->elv.priv[0];
+
+	rq->elv.priv[0] = (void *)((word & K2_RQ_STATE_MASK) |
+				   ((unsigned long)epoch << 32));
+}
+
+static inline u64 k2_rq_dispatch_ns(struct request *rq)
+{
+	return (u64)(unsigned long)rq->elv.priv[1];
+}
+
+static inline void k2_rq_set_dispatch_ns(struct request *rq, u64 ns)
+{
+	rq->elv.priv[1] = (void *)(unsigned long)ns;
 }
 
 static const char *k2_disk_name(struct k2_data *kd)
@@ -230,34 +261,46 @@ static const char *k2_disk_name(struct k2_data *kd)
 	return kd->q->disk ? kd->q->disk->disk_name : "?";
 }
 
-/*
- * Tracepoint hooks.  The TRACE_EVENTs (trace system "k2") are added by a
- * later change; until then these are empty and compile to nothing.
- */
-static inline void k2_trace_insert(struct k2_data *kd, struct request *rq,
-				   unsigned int qidx, bool at_head)
+/* Tracepoints (trace system "k2"): tracepoints/trace/events/k2.h. */
+static void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
+			      unsigned int qidx, bool promoted,
+			      unsigned long now)
 {
+	u64 ns = 0;
+
+	if (trace_k2_dispatch_enabled() || trace_k2_complete_enabled() ||
+	    (promoted && trace_k2_promote_enabled()))
+		ns = ktime_get_ns();
+	if (promoted)
+		trace_k2_promote(rq, jiffies_to_nsecs(now - rq->fifo_time));
+	trace_k2_dispatch(rq, qidx,
+			  rq->start_time_ns && ns > rq->start_time_ns ?
+			  ns - rq->start_time_ns : 0,
+			  k2_inflight_count(atomic64_read(&kd->inflight)),
+			  promoted);
+	k2_rq_set_dispatch_ns(rq, trace_k2_complete_enabled() ? ns : 0);
 }
 
-static inline void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
-				     unsigned int qidx, u32 inflight,
-				     bool promoted)
+static void k2_trace_complete(struct request *rq, unsigned int qidx,
+			      u32 inflight)
 {
+	u64 start = k2_rq_dispatch_ns(rq);
+
+	if (!trace_k2_complete_enabled())
+		return;
+	trace_k2_complete(rq, qidx, start ? ktime_get_ns() - start : 0,
+			  inflight);
 }
 
-static inline void k2_trace_complete(struct k2_data *kd, struct request *rq,
-				     unsigned int qidx, u32 inflight)
+static void k2_trace_throttled(struct k2_data *kd, u32 inflight, u32 bound)
 {
-}
+	unsigned int i, queued = 0;
 
-static inline void k2_trace_requeue(struct k2_data *kd, struct request *rq,
-				    unsigned int qidx, u32 inflight)
-{
-}
-
-static inline void k2_trace_throttled(struct k2_data *kd, u32 inflight,
-				      u32 bound)
-{
+	if (!trace_k2_throttled_enabled())
+		return;
+	for (i = 0; i < K2_NR_QUEUES; i++)
+		queued += kd->queues[i].nr;
+	trace_k2_throttled(kd->q, inflight, bound, queued);
 }
 
 /*
@@ -432,7 +475,7 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 		return;
 
 	trace_block_rq_insert(rq);
-	k2_trace_insert(kd, rq, idx, at_head);
+	trace_k2_insert(rq, idx, at_head);
 
 	if (at_head) {
 		struct request *head;
@@ -556,9 +599,7 @@ again:
 		kd->be_served = now;
 	if (promoted)
 		kd->promotions++;
-	k2_trace_dispatch(kd, rq, sel,
-			  k2_inflight_count(atomic64_read(&kd->inflight)),
-			  promoted);
+	k2_trace_dispatch(kd, rq, sel, promoted, now);
 	return rq;
 }
 
@@ -588,8 +629,8 @@ static bool k2_has_work(struct blk_mq_hw_ctx *hctx)
 /* Called when a request is allocated, before any other callback. */
 static void k2_prepare_request(struct request *rq)
 {
-	k2_rq_set_state(rq, 0);
-	k2_rq_set_epoch(rq, 0);
+	rq->elv.priv[0] = NULL;
+	rq->elv.priv[1] = NULL;
 }
 
 /*
@@ -611,7 +652,7 @@ static void k2_finish_request(struct request *rq)
 	if (!k2_uncount(kd, rq, &left))
 		return;
 	this_cpu_inc(kd->stats->completed[idx]);
-	k2_trace_complete(kd, rq, idx, left);
+	k2_trace_complete(rq, idx, left);
 	k2_kick_throttled(kd);
 }
 
@@ -625,7 +666,7 @@ static void k2_requeue_request(struct request *rq)
 	if (!k2_uncount(kd, rq, &left))
 		return;
 	this_cpu_inc(kd->stats->requeued[idx]);
-	k2_trace_requeue(kd, rq, idx, left);
+	trace_k2_requeue(rq, idx, left);
 	k2_kick_throttled(kd);
 }
 

@@ -15,7 +15,9 @@ Design (measured and argued in README.md, "The VM test bed"):
   requests queue inside the device (serial "throttled"; /dev/vm-throttled),
   and null_blk (loaded by the tests with the parameters they need).
 - Commands travel over a second serial port (ttyS1) to a small agent
-  (scripts/guest/agent); the kernel console (ttyS0) goes to a log file.
+  (scripts/guest/agent), which acknowledges each at once; the kernel console
+  (ttyS0) goes to a log file.  (A virtio console was tried: on 6.1 it lost
+  the first lines now and then.)
 """
 
 from __future__ import annotations
@@ -41,7 +43,14 @@ GUEST_KMODS = ["null_blk", "kyber-iosched", "bfq", "mq-deadline", "loop",
                "xfs", "f2fs"]
 # Userspace programs every VM carries (with their shared libraries).
 GUEST_PROGS = ["/usr/bin/fio", "/sbin/mkfs.ext4", "/sbin/e2fsck",
-               "/sbin/mke2fs"]
+               "/sbin/mke2fs", "/usr/bin/lttng", "/usr/bin/lttng-sessiond",
+               "/usr/lib/x86_64-linux-gnu/lttng/libexec/lttng-consumerd"]
+# Data files those programs need.
+GUEST_FILES = ["/usr/share/xml/lttng/session.xsd"]
+
+
+# How long the guest's agent may take to acknowledge a command.
+ACK_SECONDS = 60.0
 
 
 class VMError(RuntimeError):
@@ -157,7 +166,7 @@ def _base_key(kernel: str) -> str:
     h.update(kernel.encode())
     for f in sorted(GUEST.iterdir()):
         h.update(f.name.encode() + f.read_bytes())
-    for prog in GUEST_PROGS:
+    for prog in GUEST_PROGS + GUEST_FILES:
         st = os.stat(os.path.realpath(prog))
         h.update(f"{prog}:{st.st_size}:{st.st_mtime_ns}".encode())
     kdir = Path("/lib/modules") / kernel
@@ -181,7 +190,7 @@ def base_initramfs(kernel: str) -> Path:
     with tempfile.TemporaryDirectory(dir=d) as tmp:
         root = Path(tmp)
         for sub in ("bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev",
-                    "tmp", "etc", "root", "mnt", "var/tmp"):
+                    "tmp", "etc", "root", "mnt", "var/tmp", "var/run/lttng"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         shutil.copy2("/bin/busybox", root / "bin" / "busybox")
         (root / "bin" / "sh").symlink_to("busybox")
@@ -190,6 +199,8 @@ def base_initramfs(kernel: str) -> Path:
             for lib in _libs(prog):
                 if not (root / lib.lstrip("/")).exists():
                     _copy_into(root, lib)
+        for f in GUEST_FILES:
+            _copy_into(root, f)
         # fio looks its ioengines up by name; libaio and io_uring are built in.
         kmods = _kmod_files(kernel)
         for m in kmods:
@@ -249,6 +260,10 @@ class VM:
         self.boot_seconds = 0.0
         self.modules: list[str] = []
         self.dead = False
+        self.resends = 0           # command lines the agent had to get twice
+        # VM_AGENT_LOG=1: keep what the agent sent in <workdir>/agent.log
+        self._trace = (self.workdir / "agent.log").open("wb", buffering=0) \
+            if os.environ.get("VM_AGENT_LOG") else None
 
     # -- lifetime -----------------------------------------------------------
     def start(self, timeout: float = 180.0) -> "VM":
@@ -303,9 +318,13 @@ class VM:
             time.sleep(0.02)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(str(agent_path))
-        line = self._readline(deadline)
-        if not line.startswith("READY"):
-            raise VMError(f"unexpected agent greeting {line!r}")
+        while True:  # the greeting can be lost too: ask again
+            ping = min(deadline, time.monotonic() + 3.0)
+            line = self._readline_or_none(ping, "the guest to boot", fatal=ping >= deadline)
+            if line is not None and line.startswith("READY"):
+                break
+            if line is None:
+                self.sock.sendall(b"\nPING\n")
         self.boot_seconds = time.monotonic() - t0
         return self
 
@@ -342,18 +361,40 @@ class VM:
         sid = str(self._seq)
         payload = base64.b64encode(script.encode()).decode()
         guest_tmo = max(1, int(timeout))
-        self.sock.sendall(f"RUN {sid} {guest_tmo} {payload}\n".encode())
-        deadline = time.monotonic() + timeout + 30
+        # The emulated UART drops bytes now and then, both ways: see the
+        # protocol in scripts/guest/agent.  A command line goes again on NAK
+        # or silence; a result counts only whole (its length checked), and
+        # the agent sends it again until GOT.  The leading newline ends any
+        # fragment left before the line.
+        cmd = f"\nRUN {sid} {guest_tmo} {len(payload)} {payload}\n".encode()
+        self.sock.sendall(cmd)
         try:
-            while self._readline(deadline) != f"BEGIN {sid}":
-                pass
-            chunks = []
+            ack_deadline = time.monotonic() + ACK_SECONDS
             while True:
-                line = self._readline(deadline)
-                if line.startswith(f"END {sid} "):
-                    rc = int(line.split()[2])
+                retry = min(ack_deadline, time.monotonic() + 2.0)
+                line = self._readline_or_none(retry, "the agent to take the command",
+                                              fatal=retry >= ack_deadline)
+                if line is None or line == "NAK":
+                    self.resends += 1
+                    self.sock.sendall(cmd)
+                elif line == f"ACK {sid}":
                     break
-                chunks.append(line)
+            deadline = time.monotonic() + timeout + 60
+            chunks: list[str] | None = None
+            while True:
+                line = self._readline(deadline, f"the command to end ({timeout:.0f} s)")
+                if line == f"BEGIN {sid}":
+                    chunks = []
+                elif line.startswith(f"END {sid} ") and chunks is not None:
+                    f = line.split()
+                    if len(f) == 4 and f[3].isdigit() and int(f[3]) == sum(map(len, chunks)):
+                        rc = int(f[2])
+                        self.sock.sendall(f"GOT {sid}\n".encode())
+                        break
+                    self.resends += 1
+                    chunks = None
+                elif chunks is not None:
+                    chunks.append(line)
         except VMError:
             self.dead = True
             raise
@@ -389,14 +430,25 @@ class VM:
                           f"qemu: {err.strip()}\nconsole tail:\n"
                           + "\n".join(self.console_text().splitlines()[-40:]))
 
-    def _readline(self, deadline: float) -> str:
+    def _readline(self, deadline: float, waiting_for: str = "the guest") -> str:
+        """The next line from the agent; a VMError at @deadline."""
+        line = self._readline_or_none(deadline, waiting_for, fatal=True)
+        assert line is not None
+        return line
+
+    def _readline_or_none(self, deadline: float, waiting_for: str,
+                          fatal: bool) -> str | None:
+        """The next line from the agent; at @deadline a VMError, or None
+        if not @fatal."""
         assert self.sock is not None
         while b"\n" not in self._buf:
             self._check_alive()
             left = deadline - time.monotonic()
+            if left <= 0 and not fatal:
+                return None
             if left <= 0:
                 self.dead = True
-                raise VMError("timed out waiting for the guest; console tail:\n"
+                raise VMError(f"timed out waiting for {waiting_for}; console tail:\n"
                               + "\n".join(self.console_text().splitlines()[-40:]))
             self.sock.settimeout(min(left, 1.0))
             try:
@@ -408,5 +460,7 @@ class VM:
                 self.dead = True
                 raise VMError("the agent connection closed")
             self._buf += data
+            if self._trace is not None:
+                self._trace.write(data)
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode(errors="replace").rstrip("\r")

@@ -92,35 +92,33 @@ echo high=$high
     assert after and max(after) <= 2
 
 
+# Jobs whose class matters use libaio: it submits in the job's own thread,
+# whose I/O priority the requests then carry.  io_uring hands a request it
+# cannot issue at once to a worker thread, which submits it with the
+# worker's priority (seen: 4 of 819 RT requests arrived as best effort).
 def _two_readers(g: Guest, dev: str, a: str, b: str, seconds: int = 5) -> tuple[float, float]:
-    args = (f"--filename=/dev/{dev} --direct=1 --ioengine=io_uring --rw=randread --bs=4k "
+    args = (f"--filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=randread --bs=4k "
             f"--iodepth=16 --time_based --runtime={seconds} "
             f"--name=a {a} --name=b {b}")
     res = g.fio(args, timeout=seconds + 120)
     return fio.job_stats(res, "a").iops, fio.job_stats(res, "b").iops
 
 
-def test_rt_level0_starves_level7(k2: Guest) -> None:
-    """max_inflight=1: an RT level-0 reader gets at least 10x the IOPS of an
-    RT level-7 reader (the public K2 code put all RT levels in one queue)."""
+@pytest.mark.parametrize("hi_name,hi_prio,lo_name,lo_prio", [
+    # the public K2 code put all eight RT levels in one queue
+    ("RT0", "--prioclass=1 --prio=0", "RT7", "--prioclass=1 --prio=7"),
+    ("RT7", "--prioclass=1 --prio=7", "BE0", "--prioclass=2 --prio=0"),
+], ids=["rt0-over-rt7", "rt7-over-be0"])
+def test_strict_priority(k2: Guest, hi_name: str, hi_prio: str, lo_name: str,
+                         lo_prio: str) -> None:
+    """max_inflight=1: a reader of the higher class or level gets at least
+    10x the IOPS of one of the lower, both at iodepth 16."""
     g = k2
     dev = g.throttled
     g.select(dev, "k2")
     g.set_attr(dev, "max_inflight", 1)
-    hi, lo = _two_readers(g, dev, "--prioclass=1 --prio=0", "--prioclass=1 --prio=7")
-    print(f"RT0 {hi:.1f} IOPS, RT7 {lo:.1f} IOPS")
-    assert hi > 0 and hi >= 10 * lo
-
-
-def test_rt_starves_best_effort(k2: Guest) -> None:
-    """max_inflight=1: an RT reader gets at least 10x the IOPS of a
-    best-effort reader."""
-    g = k2
-    dev = g.throttled
-    g.select(dev, "k2")
-    g.set_attr(dev, "max_inflight", 1)
-    hi, lo = _two_readers(g, dev, "--prioclass=1 --prio=7", "--prioclass=2 --prio=0")
-    print(f"RT7 {hi:.1f} IOPS, BE0 {lo:.1f} IOPS")
+    hi, lo = _two_readers(g, dev, hi_prio, lo_prio)
+    print(f"{hi_name} {hi:.1f} IOPS, {lo_name} {lo:.1f} IOPS")
     assert hi > 0 and hi >= 10 * lo
 
 
@@ -146,7 +144,7 @@ RT_LATENCY_JOBS = (
     "--filename=/dev/{dev} --direct=1 --bs=4k --rw=randread --time_based --runtime={t} "
     "--percentile_list=50:99:99.9 "
     "--name=rt --ioengine=psync --iodepth=1 --thinktime=2000 --prioclass=1 --prio=0 "
-    "--name=be --ioengine=io_uring --iodepth=32 --numjobs=3 --prioclass=2 --prio=4"
+    "--name=be --ioengine=libaio --iodepth=32 --numjobs=3 --prioclass=2 --prio=4"
 )
 
 
@@ -162,7 +160,7 @@ def test_rt_tail_latency_ratio(k2: Guest) -> None:
         g.select(dev, sched)
         if sched == "k2":
             g.set_attr(dev, "max_inflight", 1)
-        res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=10), timeout=300)
+        res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=20), timeout=300)
         rt = fio.job_stats(res, "rt")
         p999[sched] = fio.percentile(rt, 99.9)
         print(f"{sched}: RT p50 {fio.percentile(rt, 50) / 1000:.2f} ms, "

@@ -1,0 +1,107 @@
+"""K2's tracepoints, recorded through tracefs (ftrace) during fio runs."""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench import fio
+from conftest import ROOT, Guest
+
+sys.path.insert(0, str(ROOT))
+from tracepoints import report  # noqa: E402
+
+T = "/sys/kernel/tracing"
+EVENTS = ("insert", "dispatch", "complete", "requeue", "throttled", "promote")
+
+
+def _record(g: Guest, script: str, timeout: float = 300) -> str:
+    """Run @script with every k2 event enabled; the ftrace text.  The trace
+    clock is CLOCK_MONOTONIC, the clock of the events' own ns fields (the
+    default clock can run at another rate under emulation)."""
+    enable = "\n".join(f"echo 1 > {T}/events/k2/k2_{e}/enable" for e in EVENTS)
+    r = g.run(f"""
+echo 0 > {T}/tracing_on
+echo > {T}/trace
+echo 16384 > {T}/buffer_size_kb
+echo mono > {T}/trace_clock
+{enable}
+echo 1 > {T}/tracing_on
+{script}
+rc=$?
+echo 0 > {T}/tracing_on
+echo 0 > {T}/events/k2/enable
+exit $rc
+""", timeout=timeout)
+    assert r.rc == 0, r.out
+    return g.vm.read_file(f"{T}/trace").decode(errors="replace")
+
+
+def test_events_fire_with_correct_fields(guest: Guest) -> None:
+    """An RT level-3 reader and a best-effort reader under max_inflight=2 and
+    starvation_ms=20: insert, dispatch, complete, throttled and promote fire
+    with the device, class, level, task and bound of the run; one complete
+    per fio I/O; the kernel's staged/device times agree with the timestamps."""
+    g = guest
+    dev = g.throttled
+    g.load("k2-iosched")
+    g.select(dev, "k2")
+    g.set_attr(dev, "max_inflight", 2)
+    g.set_attr(dev, "starvation_ms", 20)
+    g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")  # one request per fio I/O
+    devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
+    try:
+        text = _record(g, f"""
+fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
+    --ioengine=libaio --rw=randread --bs=4k --iodepth=8 --time_based --runtime=4 \
+    --name=rt --prioclass=1 --prio=3 --name=be --prioclass=2 --prio=4
+""")
+    finally:
+        g.set_attr(dev, "starvation_ms", 0)
+        g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
+        g.select(dev, "none")
+    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    ios = {name: fio.job_stats(res, name).ios for name in ("rt", "be")}
+
+    trace = report.read_ftrace(text, "k2")
+    assert trace.lost == 0
+    by_name = Counter(e.name for e in trace.events)
+    print(dict(by_name), ios)
+    for e in ("insert", "dispatch", "complete", "throttled", "promote"):
+        assert by_name[f"k2_{e}"] > 0, f"k2_{e} never fired"
+    for ev in trace.events:
+        assert ev.fields["dev"] == devno, ev
+        if ev.name == "k2_insert":
+            assert ev.fields["rwbs"] == "R" and ev.fields["nr_sector"] == 8
+            assert str(ev.fields["comm"]).startswith("fio")
+            if ev.fields["queue"] == 3:
+                assert (ev.fields["class"], ev.fields["level"]) == (1, 3)
+            else:
+                assert ev.fields["queue"] == 8
+                assert (ev.fields["class"], ev.fields["level"]) == (2, 4)
+        if ev.name in ("k2_dispatch", "k2_complete"):
+            assert 0 <= int(ev.fields["inflight"]) <= 2
+        if ev.name == "k2_throttled":
+            assert ev.fields["bound"] == 2 and ev.fields["inflight"] >= 2
+        if ev.name == "k2_promote":
+            assert ev.fields["queue"] == 8
+            assert int(ev.fields["waited_ns"]) >= 20_000_000 - 4_000_000  # jiffy granularity
+
+    bd = report.breakdown(trace, "k2")
+    classes = report.per_class(bd)
+    # every fio I/O is one complete event, in its own class
+    assert classes["rt3"]["count"] == ios["rt"]
+    assert classes["be"]["count"] == ios["be"]
+    assert bd.orphans == 0 and bd.unfinished == 0
+    for rq in bd.requests:
+        assert rq.staged_ns + rq.device_ns == rq.total_ns
+        # the kernel's own device time matches the timestamps within 1 ms
+        assert abs(rq.kernel_device_ns - rq.device_ns) < 1_000_000, rq
+    # strict priority with promotion: RT waits less than best effort
+    assert classes["rt3"]["staged"][50.0] < classes["be"]["staged"][50.0]
+    keep = os.environ.get("K2_TRACE_KEEP")
+    if keep:
+        Path(keep).write_text(text)

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * LTTng probe definitions of the "k2" trace system: the same events and
+ * field names as the kernel tracepoints in tracepoints/trace/events/k2.h
+ * (which see for their meaning), so that scripts/trace-report reads an
+ * LTTng trace and an ftrace trace alike.
+ */
+#undef TRACE_SYSTEM
+#define TRACE_SYSTEM k2
+
+#if !defined(LTTNG_TRACE_K2_H) || defined(TRACE_HEADER_MULTI_READ)
+#define LTTNG_TRACE_K2_H
+
+#include <lttng/tracepoint-event.h>
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/blktrace_api.h>
+#include <linux/ioprio.h>
+
+#ifndef K2_RWBS_LEN
+#define K2_RWBS_LEN	8
+#endif
+
+/* A request entered a staging queue. */
+LTTNG_TRACEPOINT_EVENT_CODE(k2_insert,
+
+	TP_PROTO(struct request *rq, unsigned int queue, bool at_head),
+
+	TP_ARGS(rq, queue, at_head),
+
+	TP_locvar(
+		char rwbs[K2_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+		ctf_integer(unsigned int, queue, queue)
+		ctf_integer(unsigned int, ioprio_class,
+			    IOPRIO_PRIO_CLASS(req_get_ioprio(rq)))
+		ctf_integer(unsigned int, ioprio_level,
+			    IOPRIO_PRIO_LEVEL(req_get_ioprio(rq)))
+		ctf_integer(int, at_head, at_head)
+		ctf_integer(pid_t, pid, current->pid)
+		ctf_array_text(char, comm, current->comm, TASK_COMM_LEN)
+	),
+
+	TP_code_post()
+)
+
+/* A request left its staging queue for the device. */
+LTTNG_TRACEPOINT_EVENT_CODE(k2_dispatch,
+
+	TP_PROTO(struct request *rq, unsigned int queue, u64 staged_ns,
+		 unsigned int inflight, bool promoted),
+
+	TP_ARGS(rq, queue, staged_ns, inflight, promoted),
+
+	TP_locvar(
+		char rwbs[K2_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+		ctf_integer(unsigned int, queue, queue)
+		ctf_integer(u64, staged_ns, staged_ns)
+		ctf_integer(unsigned int, inflight, inflight)
+		ctf_integer(int, promoted, promoted)
+	),
+
+	TP_code_post()
+)
+
+/* A dispatched request finished. */
+LTTNG_TRACEPOINT_EVENT_CODE(k2_complete,
+
+	TP_PROTO(struct request *rq, unsigned int queue, u64 device_ns,
+		 unsigned int inflight),
+
+	TP_ARGS(rq, queue, device_ns, inflight),
+
+	TP_locvar(
+		char rwbs[K2_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+		ctf_integer(unsigned int, queue, queue)
+		ctf_integer(u64, device_ns, device_ns)
+		ctf_integer(unsigned int, inflight, inflight)
+	),
+
+	TP_code_post()
+)
+
+/* The driver gave a dispatched request back. */
+LTTNG_TRACEPOINT_EVENT_CODE(k2_requeue,
+
+	TP_PROTO(struct request *rq, unsigned int queue, unsigned int inflight),
+
+	TP_ARGS(rq, queue, inflight),
+
+	TP_locvar(
+		char rwbs[K2_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+		ctf_integer(unsigned int, queue, queue)
+		ctf_integer(unsigned int, inflight, inflight)
+	),
+
+	TP_code_post()
+)
+
+/* Dispatch held queued requests back: the bound is reached. */
+LTTNG_TRACEPOINT_EVENT(k2_throttled,
+
+	TP_PROTO(struct request_queue *q, unsigned int inflight,
+		 unsigned int bound, unsigned int queued),
+
+	TP_ARGS(q, inflight, bound, queued),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(q->disk))
+		ctf_integer(unsigned int, inflight, inflight)
+		ctf_integer(unsigned int, bound, bound)
+		ctf_integer(unsigned int, queued, queued)
+	)
+)
+
+/* Anti-starvation: a non-RT request goes ahead of queued RT requests. */
+LTTNG_TRACEPOINT_EVENT_CODE(k2_promote,
+
+	TP_PROTO(struct request *rq, u64 waited_ns),
+
+	TP_ARGS(rq, waited_ns),
+
+	TP_locvar(
+		char rwbs[K2_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+		ctf_integer(unsigned int, queue, 8)
+		ctf_integer(u64, waited_ns, waited_ns)
+	),
+
+	TP_code_post()
+)
+
+#endif /* LTTNG_TRACE_K2_H */
+
+#include <lttng/define_trace.h>
