@@ -74,7 +74,7 @@ def test_switch_storm_under_io(guest: Guest, sched: Sched) -> None:
     ours = [sched.name] + [s.name for s in SCHEDULERS if s != sched]
     order = " ".join([*ours, *UPSTREAM])
     script = f"""
-fio --output-format=json --output=/tmp/fio.json {VERIFY.format(dev=DEV)} --loops=4 &
+fio --output-format=json --output=/tmp/fio.json {VERIFY.format(dev=DEV)} --loops=8 &
 pid=$!
 n=0
 while kill -0 $pid 2>/dev/null; do
@@ -95,7 +95,7 @@ exit $rc
     switches = int(re.search(r"switches=(\d+)", r.out).group(1))  # type: ignore[union-attr]
     print(f"{switches} switches during fio")
     assert switches >= 20, r.out
-    _check_verify(fio.parse(guest.vm.read_file("/tmp/fio.json").decode()), loops=4)
+    _check_verify(fio.parse(guest.vm.read_file("/tmp/fio.json").decode()), loops=8)
 
 
 def test_rmmod_refused_while_selected(guest: Guest, sched: Sched) -> None:
