@@ -1,0 +1,177 @@
+"""python3 -m bench: run benchmark suites, write reports, select K2 bounds,
+and the VM demonstration."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import suites
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EPILOG = """\
+examples:
+  python3 -m bench run k2 --device /dev/nvme0n1            # a real, empty NVMe drive
+  python3 -m bench run k2 --device /dev/nvme0n1 --short --bounds 1,8,64 --ops randread
+  python3 -m bench run kyber-baseline --device /dev/nvme0n1 --destroy-data /dev/nvme0n1
+  python3 -m bench run overhead --allow-null-blk
+  python3 -m bench run k2 --vm --device ssdsim0 --short  # in the VM test bed
+  python3 -m bench report results/k2-nvme0n1-20250101-120000
+  python3 -m bench select results/k2-nvme0n1-20250101-120000 --alpha 50 --beta 80
+  python3 -m bench demo                                    # VM, short suites, reports
+
+The suites write to the raw device: a device with partitions, a file-system
+or other signature, a mount, swap, holders, or the root file system is
+refused unless --destroy-data names the same device again.
+"""
+
+
+def _common(p: argparse.ArgumentParser, suite: suites.Suite) -> None:
+    g = p.add_argument_group("device and durations")
+    if suite.needs_device:
+        g.add_argument("--device", "-d", required=False,
+                       help="whole block device to benchmark (/dev/nvme0n1, nvme0n1, a "
+                            "symlink); its contents are destroyed")
+        g.add_argument("--destroy-data", metavar="DEVICE",
+                       help="overwrite DEVICE even though it holds partitions, a signature "
+                            "or mounts (must name the --device again)")
+    g.add_argument("--runtime", type=float, help=f"seconds per run (default "
+                   f"{suite.durations[0]:g}, --short {suite.short_durations[0]:g})")
+    g.add_argument("--ramp", type=float, help=f"fio ramp_time seconds, not measured (default "
+                   f"{suite.durations[1]:g}, --short {suite.short_durations[1]:g})")
+    g.add_argument("--reps", type=int, help=f"repetitions of every configuration (default "
+                   f"{suite.durations[2]}, --short {suite.short_durations[2]})")
+    g.add_argument("--short", action="store_true",
+                   help="short durations (a quick look, as in the demo)")
+    g.add_argument("--seed", type=int, help="seed of the random order (default: random, "
+                   "recorded in the manifest)")
+    g.add_argument("--ioengine", choices=["io_uring", "libaio"], default="io_uring",
+                   help="engine of the asynchronous jobs (default io_uring)")
+    g.add_argument("--no-pin", action="store_true", help="do not pin jobs to CPUs")
+    o = p.add_argument_group("output")
+    o.add_argument("--results-dir", default=str(ROOT / "results"),
+                   help="parent of the results folder (default: results/ in the project)")
+    o.add_argument("--out", help="exact results folder (default: "
+                   "<results-dir>/<suite>-<device>-<UTC time>)")
+    o.add_argument("--no-report", action="store_true", help="do not write report.md")
+    v = p.add_argument_group("VM test bed")
+    v.add_argument("--vm", action="store_true",
+                   help="run inside the VM test bed (scripts/vmbed.py) instead of on this "
+                        "machine; devices are the guest's (nvme0n1, vm-throttled, ssdsim0)")
+    v.add_argument("--kernel", help="with --vm: kernel release (default: first test kernel)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python3 -m bench", description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    all_suites = suites.all_suites()
+    run = sub.add_parser("run", help="run a suite and write its results folder and report",
+                         description="Run a benchmark suite: for each configuration (in "
+                         "seeded random order, repeated), select the scheduler, write its "
+                         "tunables (read back), run fio; results and report into a folder. "
+                         "`python3 -m bench run SUITE --help` for a suite's options.")
+    rsub = run.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for name, s in sorted(all_suites.items()):
+        sp = rsub.add_parser(name, help=s.description, description=s.title)
+        _common(sp, s)
+        s.add_arguments(sp)
+    rep = sub.add_parser("report", help="(re)write report.md and plots of results folders")
+    rep.add_argument("results", nargs="+", help="results folder(s), or a demo folder")
+    sel = sub.add_parser("select", help="K2's objective selection (O1, O2) from k2 results",
+                         description="O1: the largest bound whose RT p99.9 latency is at "
+                         "most alpha%% of none's; O2: the smallest bound that keeps at least "
+                         "beta%% of none's bandwidth; per operation type and occupancy.")
+    sel.add_argument("results", help="a k2 results folder")
+    sel.add_argument("--alpha", type=float, default=50.0,
+                     help="RT p99.9 target, %% of none's (default 50)")
+    sel.add_argument("--beta", type=float, default=80.0,
+                     help="bandwidth to keep, %% of none's (default 80)")
+    demo = sub.add_parser("demo", help="boot the VM test bed, run short versions of every "
+                          "suite, write the reports (the README's main command)")
+    demo.add_argument("--kernel", action="append",
+                      help="kernel release (repeatable; default: every test kernel)")
+    demo.add_argument("--out", help="demo folder (default: results/demo-<UTC time>)")
+    demo.add_argument("--no-build", action="store_true",
+                      help="use the modules already in .build/<kernel>/")
+    demo.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
+    sub.add_parser("list", help="list the suites")
+    return ap
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+def cmd_run(a: argparse.Namespace, argv: Sequence[str]) -> int:
+    from bench.session import run_suite
+    from bench.target import LocalTarget, Target
+    command = ["python3", "-m", "bench", *argv]
+    if not a.vm:
+        target: Target = LocalTarget()
+        run_suite(target, a, command=command)
+        return 0
+    from bench.vm import booted, test_kernels
+    kernel = a.kernel or test_kernels()[0]
+    with booted(kernel, build=True) as target:
+        if getattr(a, "device", None) and a.device.lstrip("/").removeprefix("dev/").startswith(
+                "ssdsim"):
+            from bench import device as devmod
+            devmod.load_module(target, "ssdsim")
+        run_suite(target, a, command=command)
+    return 0
+
+
+def cmd_select(a: argparse.Namespace) -> int:
+    from bench import results
+    res = results.load(a.results)
+    suite = suites.get(res.suite)
+    if not suite.has_select():
+        print(f"bench: select applies to k2 results; {a.results} holds {res.suite}",
+              file=sys.stderr)
+        return 2
+    from bench.suites.k2 import K2Suite
+    assert isinstance(suite, K2Suite)
+    print(f"K2 objective selection, alpha = {a.alpha:g} %, beta = {a.beta:g} % "
+          f"({a.results}, kernel {res.manifest['target'].get('kernel')}, "
+          f"/dev/{res.manifest['device']['name']})\n")
+    print(suite.select_table(res, a.alpha, a.beta))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse(argv)
+    from bench.device import DeviceError
+    from bench.results import ResultsError
+    from bench.runner import RunError
+    from bench.target import TargetError
+    from scripts.vmbed import VMError
+    try:
+        if a.cmd == "list":
+            for n, s in sorted(suites.all_suites().items()):
+                print(f"{n:16s}{s.description}")
+            return 0
+        if a.cmd == "run":
+            return cmd_run(a, argv)
+        if a.cmd == "report":
+            from bench import demo, report
+            for r in a.results:
+                print(demo.rewrite(Path(r)) if demo.is_demo_folder(Path(r)) else report.write(r))
+            return 0
+        if a.cmd == "select":
+            return cmd_select(a)
+        if a.cmd == "demo":
+            from bench.demo import demo
+            return demo(a)
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    except (DeviceError, RunError, TargetError, ResultsError, VMError, ValueError,
+            FileExistsError) as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 1
+    return 2

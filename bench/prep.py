@@ -1,0 +1,75 @@
+"""Device preconditioning for the suites' phases: an empty device, or a
+fully occupied one (K2 paper, Section 4).
+
+- ssdsim: reloaded with module parameter fill_percent=0 or 100 (its other
+  parameters kept); the original parameters are reloaded at the end.
+- any other device: "full" is one sequential 1 MiB write pass over the
+  whole device; "empty" is a discard of the whole device (blkdiscard) when
+  the device supports it, so a real SSD starts from its trimmed state.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench import device as devmod
+from bench import jobs
+from bench.device import DeviceError
+from bench.runner import RunContext, check_fio, run_fio
+from bench.target import q
+
+
+def reload_ssdsim(ctx: RunContext, params: dict[str, str]) -> None:
+    """Unload ssdsim and load it again with @params; wait for the disk."""
+    t, dev = ctx.target, ctx.dev
+    r = t.run("modprobe -r ssdsim 2>&1 || rmmod ssdsim")
+    if r.rc != 0:
+        raise DeviceError(f"cannot unload ssdsim to change its parameters (is /dev/{dev} "
+                          f"open or mounted?): {r.out.strip()}")
+    args = " ".join(f"{k}={q(v)}" for k, v in sorted(params.items()))
+    devmod.load_module(t, "ssdsim", args)
+    for _ in range(100):
+        if t.run(f"[ -b /dev/{dev} ] && [ -e /sys/class/block/{dev}/queue/scheduler ]").rc == 0:
+            break
+        time.sleep(0.1)
+    else:
+        raise DeviceError(f"ssdsim reloaded with {args} but /dev/{dev} did not come back")
+    ctx.device.module_params = devmod.module_params(t, "ssdsim")
+
+
+def occupy(ctx: RunContext, full: bool) -> dict[str, Any]:
+    """Bring the device to the empty or the fully occupied state; what was
+    done (for the manifest; "note" goes into the report)."""
+    t, d = ctx.target, ctx.device
+    if d.kind == "ssdsim":
+        orig = dict(d.module_params)
+        if "fill_percent" not in orig:
+            raise DeviceError("ssdsim has no readable fill_percent parameter: cannot "
+                              "precondition it")
+        want = "100" if full else "0"
+        if not ctx.state.get("ssdsim_reloaded"):
+            ctx.state["ssdsim_reloaded"] = True
+            ctx.on_exit(f"ssdsim reloaded with its original parameters (fill_percent="
+                        f"{orig['fill_percent']})", lambda: reload_ssdsim(ctx, orig))
+        reload_ssdsim(ctx, {**ctx.device.module_params, "fill_percent": want})
+        return {"method": "ssdsim reload", "fill_percent": want,
+                "module_params": dict(ctx.device.module_params),
+                "note": f"ssdsim reloaded with fill_percent={want}"}
+    if full:
+        text = jobs.render(
+            {"filename": d.path, "direct": 1, "ioengine": ctx.args.ioengine, "bs": "1M",
+             "iodepth": 16, "rw": "write", "size": "100%"},
+            [jobs.Job("fill")], comment="precondition: write the whole device once")
+        t0 = time.monotonic()
+        rc, out, log = run_fio(t, text, 24 * 3600, f"{t.tmpdir}/fill")
+        res = check_fio(rc, out, log)
+        secs = time.monotonic() - t0
+        written = sum(int(j["write"]["io_bytes"]) for j in res["jobs"])
+        return {"method": "fio sequential write pass", "bytes": written, "job": text,
+                "note": f"preconditioned full: {written >> 20} MiB written sequentially "
+                        f"(1 MiB writes) in {secs:.0f} s"}
+    r = t.run(f"blkdiscard /dev/{d.name}", timeout=3600)
+    if r.rc == 0:
+        return {"method": "blkdiscard", "note": "whole device discarded (trimmed) first"}
+    return {"method": "none", "note": "the device could not be discarded "
+            f"({r.out.strip()[:120]}): 'empty' is the state it was in"}

@@ -1,0 +1,172 @@
+"""One `bench run`: device checks, schedulers, plan, execution, report."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import sys
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from bench import device as devmod
+from bench import report as reportmod
+from bench import suites
+from bench.device import DeviceError
+from bench.runner import FORMAT, Cleanups, Manifest, RunContext, execute, now_iso
+from bench.suites import Sched, Suite
+from bench.target import Target, TargetError, q
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def durations(suite: Suite, args: argparse.Namespace) -> tuple[float, float, int]:
+    runtime, ramp, reps = suite.short_durations if args.short else suite.durations
+    if args.runtime is not None:
+        runtime = args.runtime
+    if args.ramp is not None:
+        ramp = args.ramp
+    if args.reps is not None:
+        reps = args.reps
+    if runtime <= 0 or ramp < 0 or reps < 1:
+        raise ValueError("--runtime must be > 0, --ramp >= 0, --reps >= 1")
+    return runtime, ramp, reps
+
+
+def ensure_scheduler(target: Target, dev: str, s: Sched, cleanups: Cleanups) -> str | None:
+    """Make elevator @s selectable on @dev (loading its module); None, or
+    why it cannot be."""
+    if s.name in devmod.available_schedulers(target, dev):
+        return None
+    if s.module is None:
+        return f"elevator {s.name} is not offered by /dev/{dev}"
+    try:
+        loaded = devmod.load_module(target, s.module)
+    except DeviceError as e:
+        return str(e)
+    if loaded:
+        def unload(module: str = s.module) -> None:
+            if not devmod.unload_module(target, module):
+                print(f"note: module {module} left loaded (in use)")
+        cleanups.add(f"module {s.module} unloaded", unload)
+    if s.name not in devmod.available_schedulers(target, dev):
+        return f"module {s.module} is loaded but /dev/{dev} does not offer elevator {s.name}"
+    return None
+
+
+def probe_schedulers(target: Target, dev: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each elevator's queue depth (nr_requests) and default tunables on @dev."""
+    info: dict[str, dict[str, Any]] = {}
+    for name in names:
+        devmod.set_scheduler(target, dev, "none")
+        devmod.set_scheduler(target, dev, name)
+        info[name] = {"nr_requests": devmod.nr_requests(target, dev),
+                      "defaults": devmod.read_tunables(target, dev)}
+    return info
+
+
+def restorer(target: Target, saved: devmod.SavedState) -> tuple[str, Callable[[], None]]:
+    """A clean-up putting the device's scheduler and tunables back."""
+    def restore() -> None:
+        failed = devmod.restore_state(target, saved)
+        if failed:
+            raise DeviceError("; ".join(failed))
+    tun = ", ".join(f"{k}={v}" for k, v in saved.tunables.items())
+    return (f"/dev/{saved.name} back to scheduler {saved.scheduler}"
+            + (f" and its tunables ({tun})" if tun else ""), restore)
+
+
+def folder_for(args: argparse.Namespace, suite: Suite, dev: str) -> Path:
+    if args.out:
+        folder = Path(args.out)
+    else:
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        folder = Path(args.results_dir) / f"{suite.name}-{dev}-{stamp}"
+    if (folder / "manifest.json").exists():
+        raise FileExistsError(f"{folder} already holds results")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def run_suite(target: Target, args: argparse.Namespace, out: TextIO = sys.stdout,
+              command: list[str] | None = None) -> Path:
+    """Run args.suite on @target; the results folder (with report.md unless
+    args.no_report)."""
+    suite = suites.get(args.suite)
+    runtime, ramp, reps = durations(suite, args)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    cleanups = Cleanups(out)
+    notes: list[str] = []
+    manifest: Manifest | None = None
+    try:
+        if suite.needs_device:
+            if not args.device:
+                raise DeviceError(f"suite {suite.name} needs --device (e.g. /dev/nvme0n1)")
+            dev = devmod.resolve(target, args.device)
+        else:
+            dev, dnotes = suite.make_device(target, args, cleanups.add)
+            notes += dnotes
+        safety: dict[str, Any] = {"checked": False}
+        if suite.writes and suite.needs_device:
+            occ = devmod.check_safe(target, dev, args.destroy_data)
+            safety = {"checked": True, "found": occ.problems(),
+                      "overridden_by": args.destroy_data if occ.problems() else None}
+            if occ.problems():
+                print(f"--destroy-data {args.destroy_data}: overwriting /dev/{dev} although "
+                      + "; ".join(occ.problems()), file=out)
+        saved = devmod.save_state(target, dev)
+        available = ["none"]
+        for s in suite.schedulers:
+            if s.name == "none":
+                continue
+            why = ensure_scheduler(target, dev, s, cleanups)
+            if why is None:
+                available.append(s.name)
+            elif s.required:
+                raise DeviceError(f"suite {suite.name} needs elevator {s.name}: {why}")
+            else:
+                notes.append(f"{s.name} not measured: {why}")
+        cleanups.add(*restorer(target, saved))
+        sched_info = probe_schedulers(target, dev, [s for s in available if s != "none"])
+        devmod.set_scheduler(target, dev, "none")
+        info = devmod.info(target, dev)
+        info.scheduler = saved.scheduler
+        info.given = args.device if suite.needs_device else dev
+        ctx = RunContext(target=target, device=info, args=args, cleanups=cleanups,
+                         sched_info=sched_info, notes=notes, out=out)
+        ctx.params = {"runtime": runtime, "ramp": ramp, "reps": reps}
+        plan = suite.plan(ctx)
+        folder = folder_for(args, suite, dev)
+        n = len(plan.configs()) * reps
+        print(f"{suite.name} on /dev/{dev} ({info.model}, {target.name()}, kernel "
+              f"{target.describe().get('kernel')}): {n} runs, results in {folder}",
+              file=out, flush=True)
+        manifest = Manifest(folder, {
+            "format": FORMAT, "suite": suite.name, "title": suite.title,
+            "status": "planned", "command": command or sys.argv,
+            "created": now_iso(), "target": target.describe(), "device": info.as_dict(),
+            "safety": safety,
+            "params": {"runtime": runtime, "ramp": ramp, "reps": reps, "seed": seed,
+                       "ioengine": args.ioengine, "short": bool(args.short),
+                       "pin": not args.no_pin, **plan.params},
+            "schedulers": sched_info, "notes": notes + plan.notes, "phases": {},
+            "runs": []})
+        execute(ctx, plan, folder, manifest, reps, seed, suite.brief)
+    finally:
+        restored = cleanups.run()
+        try:
+            target.run(f"rm -rf {q(target.tmpdir)}")
+        except TargetError:
+            pass
+        if manifest is not None:
+            manifest.data["restored"] = restored
+            manifest.save()
+            # also after Ctrl-C or an error: a report of what completed
+            if not args.no_report and manifest.data["runs"]:
+                try:
+                    path = reportmod.write(manifest.folder)
+                    print(f"report: {path}", file=out, flush=True)
+                except Exception as e:  # noqa: BLE001 - never mask the run's own outcome
+                    print(f"no report: {e}", file=out, flush=True)
+    assert manifest is not None
+    return manifest.folder

@@ -1,0 +1,106 @@
+"""Benchmark suites.  A suite is one module here that defines `SUITE`, an
+instance of a Suite subclass saying:
+
+- which schedulers it needs (name, module, whether it can do without),
+- its own command-line options (add_arguments) and default durations,
+- its configurations and fio jobs (plan), grouped in phases,
+- its tables and plots (report), and optionally a `select` command.
+
+Everything else (device checks, scheduler switching, tunables read back,
+randomised order, results folder, progress, Ctrl-C) is the runner's.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.results import Results
+    from bench.runner import Config, Plan, RunContext
+    from bench.target import Target
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    body: str                   # Markdown below the common header
+    summary: dict[str, Any]     # numbers for summary.json
+    headline: str = ""          # a few lines for the demo's index page
+
+
+@dataclass(frozen=True)
+class Sched:
+    """An elevator a suite runs: its name, the module that provides it
+    (None: always there), and whether the suite can run without it."""
+    name: str
+    module: str | None = None
+    required: bool = True
+
+
+#: upstream elevators and their modules
+UPSTREAM = {"mq-deadline": "mq-deadline", "kyber": "kyber-iosched", "bfq": "bfq"}
+#: the project's elevators and their modules
+OURS = {"k2": "k2-iosched", "fifo-ref": "fifo-iosched", "flashfq": "flashfq-iosched",
+        "cars": "cars-iosched"}
+
+
+class Suite:
+    name: str = ""
+    title: str = ""
+    description: str = ""
+    schedulers: tuple[Sched, ...] = ()
+    #: the suite writes to the device (so the safety check applies)
+    writes: bool = True
+    #: the suite takes --device (False: it makes its own, e.g. null_blk)
+    needs_device: bool = True
+    #: (runtime s, ramp s, repetitions) normally and with --short
+    durations: tuple[float, float, int] = (30.0, 5.0, 3)
+    short_durations: tuple[float, float, int] = (3.0, 0.5, 1)
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        """Suite-specific options."""
+
+    def make_device(self, target: Target, args: argparse.Namespace,
+                    on_exit: Callable[[str, Callable[[], None]], None]) -> tuple[str, list[str]]:
+        """For suites that bring their own device: set it up (registering its
+        removal with @on_exit); its name and notes for the report."""
+        raise NotImplementedError
+
+    def plan(self, ctx: RunContext) -> Plan:
+        raise NotImplementedError
+
+    def brief(self, c: Config, result: dict[str, Any]) -> str:
+        """One line about a finished run, for the progress output."""
+        return ""
+
+    def report(self, res: Results, plots: Path) -> SuiteReport:
+        """Tables and plots (PNG files written into @plots)."""
+        raise NotImplementedError
+
+    def has_select(self) -> bool:
+        return False
+
+
+def _modules() -> list[str]:
+    here = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
+
+
+def all_suites() -> dict[str, Suite]:
+    out: dict[str, Suite] = {}
+    for mod in _modules():
+        s = getattr(importlib.import_module(f"bench.suites.{mod}"), "SUITE", None)
+        if isinstance(s, Suite):
+            out[s.name] = s
+    return out
+
+
+def get(name: str) -> Suite:
+    suites = all_suites()
+    if name not in suites:
+        raise KeyError(f"no suite {name!r} (suites: {', '.join(sorted(suites))})")
+    return suites[name]

@@ -1,0 +1,245 @@
+"""Scheduler CPU overhead: 4 KiB random reads on null_blk without completion
+delay (the CPU is the bottleneck, so IOPS measures the cost per request),
+with 1 and 2 jobs (each pinned to its CPU), under none, mq-deadline, kyber,
+bfq, fifo-ref (the do-nothing reference elevator) and k2 with a bound that
+never limits (max_inflight = the queue depth).
+
+Each scheduler X is measured in a block none, X, X, none, so that slow
+drift (other load, thermal) cancels in the block's ratio X/none; blocks run
+in seeded random order and are repeated.  Reported: medians and ranges of
+the ratios, and K2's ratio to fifo-ref and to mq-deadline."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import device as devmod
+from bench import jobs
+from bench.device import DeviceError
+from bench.report import figure, save, table
+from bench.results import Results, Run, summarize
+from bench.runner import Config, Phase, Plan, RunContext
+from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport
+from bench.suites.k2 import csv
+from bench.target import Target
+
+NULL_BLK: dict[str, int | str] = {
+    "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
+    "hw_queue_depth": 256, "nr_devices": 1, "gb": 16, "bs": 4096, "memory_backed": 0}
+SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2"]
+
+
+def run_iops(r: Run) -> float:
+    return sum(r.job(j).iops for j in r.jobs())
+
+
+def cpu_us_per_io(r: Run) -> float:
+    """fio's own CPU time (user + system, which includes the submission path
+    through the scheduler) per I/O."""
+    cpu = ios = 0.0
+    for j in r.result["jobs"]:
+        cpu += (float(j.get("usr_cpu", 0)) + float(j.get("sys_cpu", 0))) / 100.0 \
+            * float(j.get("job_runtime", 0)) * 1000.0
+        ios += r.job(j["jobname"]).ios
+    return cpu / ios if ios else float("nan")
+
+
+def block_ratios(res: Results) -> dict[int, dict[str, list[dict[str, float]]]]:
+    """jobs -> scheduler -> one entry per complete none/X/X/none block:
+    ratio X/none of mean IOPS, X's IOPS, none's IOPS, X's CPU per I/O."""
+    groups: dict[tuple[int, str, int], list[Run]] = {}
+    for r in res.runs:
+        lb = r.labels
+        groups.setdefault((int(lb["jobs"]), str(lb["pair"]), int(r.rec["rep"])), []).append(r)
+    out: dict[int, dict[str, list[dict[str, float]]]] = {}
+    for (nj, x, _), runs in sorted(groups.items()):
+        xs = [r for r in runs if r.labels["sched"] == x]
+        ns = [r for r in runs if r.labels["sched"] == "none"]
+        if not xs or not ns:
+            continue
+        xi = statistics.fmean(run_iops(r) for r in xs)
+        ni = statistics.fmean(run_iops(r) for r in ns)
+        out.setdefault(nj, {}).setdefault(x, []).append(
+            {"ratio": xi / ni if ni else float("nan"), "iops": xi, "none_iops": ni,
+             "cpu_us": statistics.fmean(cpu_us_per_io(r) for r in xs),
+             "none_cpu_us": statistics.fmean(cpu_us_per_io(r) for r in ns)})
+    return out
+
+
+def relative(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[float]:
+    """Per repetition, a's ratio to none over b's (repetitions paired in order)."""
+    return [x["ratio"] / y["ratio"] for x, y in zip(a, b) if y["ratio"]]
+
+
+class Overhead(Suite):
+    name = "overhead"
+    title = "Scheduler overhead on null_blk: IOPS relative to none"
+    description = ("4 KiB random reads on null_blk (no completion delay), 1 and 2 jobs, "
+                   "none/X/X/none blocks for mq-deadline, kyber, bfq, fifo-ref, k2")
+    schedulers = tuple(Sched(s, {**UPSTREAM, **OURS}[s], required=False) for s in SCHEDS)
+    writes = False
+    needs_device = False
+    durations = (10.0, 2.0, 5)
+    short_durations = (2.0, 0.5, 1)
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--jobs", type=csv(int), default=[1, 2],
+                       help="numbers of fio jobs, each pinned to a CPU (default 1,2)")
+        p.add_argument("--iodepth", type=int, default=32, help="per job (default 32)")
+        p.add_argument("--schedulers", type=csv(str, SCHEDS), default=SCHEDS,
+                       help=f"compared with none (default {','.join(SCHEDS)})")
+        p.add_argument("--allow-null-blk", action="store_true",
+                       help="on this machine: allow loading (and afterwards unloading) "
+                            "the null_blk module for /dev/nullb0")
+        p.add_argument("--null-blk", default="",
+                       help="extra null_blk parameters, e.g. 'irqmode=0 hw_queue_depth=512'")
+
+    def make_device(self, target: Target, args: argparse.Namespace,
+                    on_exit: Callable[[str, Callable[[], None]], None]) -> tuple[str, list[str]]:
+        if target.is_local and not args.allow_null_blk:
+            raise DeviceError("the overhead suite measures on null_blk: it loads the null_blk "
+                              "module (/dev/nullb0, no media) with its own parameters and "
+                              "unloads it at the end; pass --allow-null-blk to allow that")
+        if devmod.module_loaded(target, "null_blk"):
+            if target.is_local:
+                raise DeviceError("null_blk is already loaded: unload it first (modprobe -r "
+                                  "null_blk) so that the suite can load it with its own "
+                                  "parameters")
+            if not devmod.unload_module(target, "null_blk"):
+                raise DeviceError("null_blk is loaded in the VM and cannot be unloaded")
+        params: dict[str, int | str] = dict(NULL_BLK)
+        for kv in args.null_blk.split():
+            k, sep, v = kv.partition("=")
+            if not sep:
+                raise ValueError(f"--null-blk: {kv!r} is not name=value")
+            params[k] = v
+        devmod.load_module(target, "null_blk", " ".join(f"{k}={v}" for k, v in params.items()))
+
+        def unload() -> None:
+            if not devmod.unload_module(target, "null_blk"):
+                raise DeviceError("cannot unload null_blk")
+        on_exit("null_blk unloaded", unload)
+        for _ in range(50):
+            if target.run("[ -e /sys/class/block/nullb0/queue/scheduler ]").rc == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise DeviceError("null_blk loaded but /dev/nullb0 did not appear")
+        return "nullb0", [f"null_blk loaded by the suite: "
+                          + " ".join(f"{k}={v}" for k, v in params.items())]
+
+    def plan(self, ctx: RunContext) -> Plan:
+        a = ctx.args
+        runtime, ramp = ctx.params["runtime"], ctx.params["ramp"]
+        cpus = None if a.no_pin else ctx.target.ncpus()
+        scheds = [s for s in a.schedulers if s in ctx.sched_info]
+        notes = []
+        if cpus:
+            notes.append(f"job i pinned to CPU i mod {cpus}")
+        if cpus and max(a.jobs) > cpus:
+            notes.append(f"{max(a.jobs)} jobs on {cpus} CPUs: jobs share CPUs")
+        blocks = []
+        for nj in a.jobs:
+            g = jobs.common(ctx.device.path, runtime, ramp, a.ioengine)
+            g.update({"rw": "randread", "bs": "4k", "iodepth": a.iodepth})
+            js = [jobs.Job(f"j{i}", {"cpus_allowed": i % cpus} if cpus else {})
+                  for i in range(nj)]
+            for x in scheds:
+                tun: tuple[tuple[str, str | int | float], ...] = ()
+                if x == "k2":
+                    tun = (("max_inflight", int(ctx.sched_info["k2"]["nr_requests"])),)
+                block = []
+                for slot, (s, tag) in enumerate((("none", "a"), (x, "a"), (x, "b"),
+                                                 ("none", "b"))):
+                    text = jobs.render(g, js, comment=f"overhead: {nj} job(s), {s} "
+                                       f"(block {x}, slot {slot})")
+                    block.append(Config(f"j{nj}/{x}/{s}-{tag}", s, text, runtime + ramp,
+                                        tunables=tun if s == x else (),
+                                        labels=(("jobs", nj), ("pair", x), ("sched", s),
+                                                ("slot", slot))))
+                blocks.append(block)
+        return Plan([Phase("null_blk", blocks)], notes,
+                    {"jobs": a.jobs, "iodepth": a.iodepth, "schedulers": scheds})
+
+    def brief(self, c: Config, result: dict[str, Any]) -> str:
+        from bench import fio
+        iops = sum(fio.job_stats(result, j["jobname"]).iops for j in result["jobs"])
+        return f"{iops:,.0f} IOPS"
+
+    def report(self, res: Results, plots: Path) -> SuiteReport:
+        data = block_ratios(res)
+        out = ["\n## IOPS relative to none\n\n"
+               "Each ratio comes from one none/X/X/none block (mean IOPS of the X runs "
+               "over the mean of the none runs); median (min–max) over repetitions. "
+               "Below 1 means the scheduler costs CPU time per request. 'fio CPU/IO' is "
+               "fio's user+system CPU time per I/O, which includes the submission path.\n"]
+        summary: dict[str, Any] = {}
+        head: list[str] = []
+        for nj in sorted(data):
+            rows = []
+            for x in [s for s in SCHEDS if s in data[nj]] + sorted(
+                    s for s in data[nj] if s not in SCHEDS):
+                bl = data[nj][x]
+                ratio = summarize(b["ratio"] for b in bl)
+                iops = summarize(b["iops"] for b in bl)
+                none = summarize(b["none_iops"] for b in bl)
+                cpu = summarize(b["cpu_us"] for b in bl)
+                ncpu = summarize(b["none_cpu_us"] for b in bl)
+                rows.append([x, ratio.fmt_median(1, 3), iops.fmt_median(1, 0),
+                             none.fmt_median(1, 0), f"{cpu.median:.2f} / {ncpu.median:.2f}",
+                             ratio.n])
+                summary.setdefault(str(nj), {})[x] = {
+                    "ratio_median": ratio.median, "ratio_min": ratio.lo, "ratio_max": ratio.hi,
+                    "iops_median": iops.median, "none_iops_median": none.median,
+                    "blocks": ratio.n}
+            out.append(f"\n### {nj} job(s)\n\n" + table(
+                ["scheduler", "IOPS ratio to none", "IOPS", "none's IOPS (same blocks)",
+                 "fio CPU/IO µs (X / none)", "blocks"], rows))
+            head.append(f"\n{nj} job(s): " + ", ".join(f"{r[0]} {r[1]}" for r in rows)
+                        + " (IOPS ratio to none, median (min–max))\n")
+            k2 = data[nj].get("k2")
+            comp = []
+            for ref in ("fifo-ref", "mq-deadline"):
+                if k2 and data[nj].get(ref):
+                    rel = summarize(relative(k2, data[nj][ref]))
+                    comp.append(f"- K2 / {ref}: {rel.fmt_median(1, 3)} (per repetition, "
+                                f"K2's ratio to none over {ref}'s)\n")
+                    summary[str(nj)][f"k2_vs_{ref}"] = {"median": rel.median, "min": rel.lo,
+                                                        "max": rel.hi}
+            if comp:
+                out.append("\n" + "".join(comp))
+                head.append("".join(comp))
+        out.append(f"\n![overhead]({self._plot(data, plots)})\n")
+        return SuiteReport("".join(out), {"overhead": summary}, "".join(head))
+
+    def _plot(self, data: dict[int, dict[str, list[dict[str, float]]]], plots: Path) -> str:
+        fig, ax = figure(1, 1, width=6.4, height=3.6)
+        a = ax[0][0]
+        njs = sorted(data)
+        scheds = [s for s in SCHEDS if any(s in data[n] for n in njs)]
+        width = 0.8 / max(1, len(njs))
+        for k, nj in enumerate(njs):
+            xs, ys, lo, hi = [], [], [], []
+            for i, s in enumerate(scheds):
+                if s not in data[nj]:
+                    continue
+                r = summarize(b["ratio"] for b in data[nj][s])
+                xs.append(i + (k - (len(njs) - 1) / 2) * width)
+                ys.append(r.median)
+                lo.append(r.median - r.lo)
+                hi.append(r.hi - r.median)
+            a.bar(xs, ys, width=width, yerr=[lo, hi], capsize=3, label=f"{nj} job(s)")
+        a.axhline(1.0, color="k", lw=0.8, ls="--")
+        a.set_xticks(list(range(len(scheds))))
+        a.set_xticklabels(scheds)
+        a.set_ylabel("IOPS / none's IOPS (median, min–max)")
+        a.grid(alpha=0.3, axis="y")
+        a.legend(fontsize=8)
+        return save(fig, plots / "overhead.png")
+
+
+SUITE = Overhead()

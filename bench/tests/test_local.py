@@ -1,0 +1,101 @@
+"""`python3 -m bench run` on this machine, on a loop device: a short run
+end to end, and Ctrl-C in the middle of fio putting the device's scheduler
+and tunables back."""
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.tests.loopdev import Loop, loop_unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+Q = "/sys/class/block/{}/queue"
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[Loop]:
+    why = loop_unavailable() or (None if shutil.which("fio") else "fio is not installed")
+    if why:
+        pytest.skip(why)
+    lo = Loop(tmp_path)
+    q = Path(Q.format(lo.name))
+    if "mq-deadline" not in (q / "scheduler").read_text():
+        lo.close()
+        pytest.skip("mq-deadline is not available on this machine")
+    (q / "scheduler").write_text("mq-deadline")
+    (q / "iosched" / "read_expire").write_text("123")   # not the default (500)
+    yield lo
+    lo.close()
+
+
+def bench(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bench", *args]
+
+
+def read_expire(lo: Loop) -> str:
+    """mq-deadline keeps jiffies: 123 ms may read back as 124."""
+    return (Path(Q.format(lo.name)) / "iosched" / "read_expire").read_text().strip()
+
+
+def sched(lo: Loop) -> str:
+    return (Path(Q.format(lo.name)) / "scheduler").read_text().split("[")[1].split("]")[0]
+
+
+def test_short_run_on_a_loop_device(loop: Loop, tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    expire = read_expire(loop)
+    r = subprocess.run(bench("run", "kyber-baseline", "--device", loop.path, "--workloads",
+                             "R1,R1+W1", "--runtime", "1", "--ramp", "0", "--reps", "2",
+                             "--seed", "5", "--out", str(out)),
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[4/4]" in r.stdout and "left)" in r.stdout
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "complete" and m["params"]["seed"] == 5
+    assert m["device"]["kind"] == "loop" and m["target"]["kind"] == "local"
+    assert [r["scheduler"] for r in m["runs"]] == ["none"] * 4
+    job = (out / m["runs"][0]["job"]).read_text()
+    assert f"filename={loop.path}" in job and "direct=1" in job
+    text = (out / "report.md").read_text()
+    assert "| R1+W1 |" in text
+    assert sched(loop) == "mq-deadline" and read_expire(loop) == expire
+
+
+def test_ctrl_c_restores_scheduler_and_tunables(loop: Loop, tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    expire = read_expire(loop)
+    p = subprocess.Popen(bench("run", "kyber-baseline", "--device", loop.path, "--workloads",
+                               "R1", "--runtime", "60", "--ramp", "0", "--reps", "1",
+                               "--out", str(out)),
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            mf = out / "manifest.json"
+            if mf.exists() and json.loads(mf.read_text()).get("status") == "running" and \
+                    subprocess.run(["pgrep", "-f", f"{out}|/tmp/bench-{p.pid}/run.fio"],
+                                   capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert sched(loop) == "none"           # the run switched it
+        p.send_signal(signal.SIGINT)
+        stdout, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, stdout
+    assert f"restored: /dev/{loop.name} back to scheduler mq-deadline" in stdout
+    assert sched(loop) == "mq-deadline" and read_expire(loop) == expire
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "interrupted"
+    assert subprocess.run(["pgrep", "-f", f"/tmp/bench-{p.pid}/"],
+                          capture_output=True).returncode != 0, "fio left running"

@@ -1,0 +1,210 @@
+"""Reports, selection and the command line on small committed results
+folders (bench/tests/fixtures: real runs of the demo in the VM on the
+throttled NVMe device, trimmed with trim_results.py)."""
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import fio, report, results
+from bench.cli import main
+from bench.suites import k2 as k2suite
+from bench.suites import overhead
+
+FIX = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def copy(name: str, tmp_path: Path) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(FIX / name, dst)
+    return dst
+
+
+def edit_manifest(folder: Path, **changes: object) -> None:
+    mf = folder / "manifest.json"
+    m = json.loads(mf.read_text())
+    for k, v in changes.items():
+        m[k] = v
+    mf.write_text(json.dumps(m))
+
+
+def is_png(p: Path) -> bool:
+    return p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def rt_p999_ms(res: results.Results, **labels: object) -> list[float]:
+    return [fio.percentile(r.job("rt"), 99.9) / 1000 for r in res.where(**labels)]
+
+
+def test_fixture_fio_json_parses_and_percentiles_are_fios() -> None:
+    res = results.load(FIX / "k2")
+    run = res.where(occupancy="empty", op="randread", bound=1)[0]
+    raw = json.loads((FIX / "k2" / run.rec["json"]).read_text())
+    rt = [j for j in raw["jobs"] if j["jobname"] == "rt"][0]
+    ns = rt["read"]["clat_ns"]["percentile"]["99.900000"]
+    assert fio.percentile(run.job("rt"), 99.9) == ns / 1000
+    assert run.jobs() == ["rt", "be1", "be2", "be3"]
+    assert run.job("rt").ios == rt["read"]["total_ios"] > 100
+
+
+def test_k2_report(tmp_path: Path) -> None:
+    folder = copy("k2", tmp_path)
+    path = report.write(folder)
+    text = path.read_text()
+    assert "| Kernel | `6.1.0-56-cloud-amd64` |" in text
+    assert "QEMU NVMe Ctrl, 1.0 GiB" in text
+    assert "status **complete**" in text and "seed 1" in text
+    assert "### Random read (empty)" in text and "### Random write (full)" in text
+    assert "random read, empty: RT p99.9 latency falls as the bound falls: **yes**" in text
+    # the table's means and ranges are the fixture's numbers
+    res = results.load(folder)
+    none = rt_p999_ms(res, occupancy="empty", op="randread", bound="none")
+    one = rt_p999_ms(res, occupancy="empty", op="randread", bound=1)
+    ratio = statistics.fmean(one) / statistics.fmean(none)
+    row = (f"| k2, 1 | {statistics.fmean(one):.2f} ± {statistics.stdev(one):.2f} "
+           f"({min(one):.2f}–{max(one):.2f}) | {ratio:.2f}× |")
+    assert row in text
+    for png in ("k2-empty-randread.png", "k2-full-randwrite.png"):
+        assert f"](plots/{png})" in text and is_png(folder / "plots" / png)
+    summary = json.loads((folder / "summary.json").read_text())["k2"]
+    assert summary["empty"]["randread"]["falls_as_bound_falls"] is True
+    assert summary["empty"]["randread"]["none"]["p999_us"]["mean"] == \
+        pytest.approx(statistics.fmean(none) * 1000)
+    assert summary["full"]["randwrite"]["bounds"]["64"]["p999_us"]["n"] == 2
+    assert "O1: largest bound" in text and "falls as the bound falls" in \
+        (folder / "headline.md").read_text()
+
+
+def test_report_states_ssdsim_time_scale_and_notes(tmp_path: Path) -> None:
+    folder = copy("k2", tmp_path)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["device"].update(kind="ssdsim", name="ssdsim0", path="/dev/ssdsim0", given="ssdsim0",
+                       model="ssdsim (emulated flash SSD)",
+                       module_params={"time_scale": "20", "fill_percent": "0"})
+    m["target"]["note"] = "a note from the demo"
+    (folder / "manifest.json").write_text(json.dumps(m))
+    text = report.write(folder).read_text()
+    assert "`/dev/ssdsim0`: ssdsim (emulated flash SSD)" in text
+    assert "time_scale = 20" in text
+    assert "| Note | a note from the demo |" in text
+
+
+def test_interrupted_run_is_reported_as_such(tmp_path: Path) -> None:
+    folder = copy("k2", tmp_path)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["runs"][-1]["rc"] = 130
+    edit_manifest(folder, status="interrupted", runs=m["runs"])
+    text = report.write(folder).read_text()
+    assert "**This run is interrupted**" in text
+    assert f"{len(m['runs']) - 1} of {len(m['runs'])} planned" in text
+
+
+def test_select_cli_on_k2_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(FIX / "k2"), "--alpha", "50", "--beta", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "alpha = 50 %, beta = 80 %" in out
+    data = k2suite.collect(results.load(FIX / "k2"))
+    none, pts = k2suite.points(data["empty"]["randread"])
+    assert none is not None
+    sel = k2suite.select(none, pts, 50, 80)
+    # the throttled device's bandwidth does not depend on the bound, its
+    # RT tail does: both objectives hold at bound 8 and below
+    assert sel.o1 == 8 and sel.o2 == 1 and sel.both == [1, 8]
+    line = [ln for ln in out.splitlines() if ln.startswith("| empty | random read")][0]
+    assert "| 8 (" in line and "| 1 (" in line and line.endswith("| 1, 8 |")
+    strict = k2suite.select(none, pts, 5, 80)
+    assert strict.o1 is None
+
+
+def test_select_refuses_other_suites(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(FIX / "kyber-baseline")]) == 2
+    assert "select applies to k2 results" in capsys.readouterr().err
+    assert main(["select", str(FIX)]) == 1
+    assert "not a results folder" in capsys.readouterr().err
+
+
+def test_kyber_baseline_report(tmp_path: Path) -> None:
+    folder = copy("kyber-baseline", tmp_path)
+    text = report.write(folder).read_text()
+    rows = [ln.split("|")[1].strip() for ln in text.splitlines()
+            if ln.startswith(("| R1", "| R2", "| W1", "| W2"))]
+    assert rows == ["R1", "R256", "W1", "W256", "R1+W1", "R1+W256", "R256+W1", "R256+W256"]
+    r1 = [ln for ln in text.splitlines() if ln.startswith("| R1 |")][0]
+    assert r1.rstrip().endswith("| – | – |")        # no write side
+    s = json.loads((folder / "summary.json").read_text())["kyber-baseline"]
+    assert set(s["R1+W256"]) == {"R", "W"} and set(s["W1"]) == {"W"}
+    # W256's queue is far deeper than W1's: its P99 is far higher
+    assert s["W256"]["W"]["p99_us"] > 10 * s["W1"]["W"]["p99_us"]
+    assert is_png(folder / "plots" / "kyber-baseline.png")
+
+
+def test_overhead_report(tmp_path: Path) -> None:
+    folder = copy("overhead", tmp_path)
+    text = report.write(folder).read_text()
+    res = results.load(folder)
+    data = overhead.block_ratios(res)
+    assert set(data[1]) == {"mq-deadline", "fifo-ref", "k2"}
+    for x, blocks in data[1].items():
+        assert len(blocks) == 2
+        for b in blocks:
+            assert b["ratio"] == pytest.approx(b["iops"] / b["none_iops"])
+    k2r = statistics.median(b["ratio"] for b in data[1]["k2"])
+    assert f"| k2 | {k2r:.3f} (" in text
+    assert "- K2 / fifo-ref: " in text and "- K2 / mq-deadline: " in text
+    s = json.loads((folder / "summary.json").read_text())["overhead"]["1"]
+    assert s["k2_vs_fifo-ref"]["median"] == pytest.approx(statistics.median(
+        overhead.relative(data[1]["k2"], data[1]["fifo-ref"])))
+    assert "null_blk | " in text and "irqmode=1" in text
+
+
+def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = copy("kyber-baseline", tmp_path)
+    assert main(["report", str(folder)]) == 0
+    assert capsys.readouterr().out.strip() == str(folder / "report.md")
+
+
+def test_help_and_errors() -> None:
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT,
+                              capture_output=True, text=True)
+    r = bench("--help")
+    assert r.returncode == 0 and "run" in r.stdout and "demo" in r.stdout
+    r = bench("run", "k2", "--help")
+    assert r.returncode == 0 and "--destroy-data" in r.stdout and "--bounds" in r.stdout
+    r = bench("run", "k2", "--device", "/dev/nvme9n9", "--short")
+    assert r.returncode == 1 and "/dev/nvme9n9: no such block device" in r.stderr
+    r = bench("run", "k2", "--short")
+    assert r.returncode == 1 and "needs --device" in r.stderr
+    r = bench("run", "k2", "--bounds", "1,x")
+    assert r.returncode == 2 and "not a comma-separated list of int" in r.stderr
+    r = bench("run", "overhead", "--short")
+    assert r.returncode == 1 and "--allow-null-blk" in r.stderr
+
+
+def test_demo_index_and_its_rewrite(tmp_path: Path) -> None:
+    from bench import demo
+    top = tmp_path / "demo"
+    for s in ("k2", "overhead"):
+        shutil.copytree(FIX / s, top / "6.1.0-test" / s)
+        report.write(top / "6.1.0-test" / s)
+    d = demo.Done("6.1.0-test", "nvme1n1", "a stand-in device", boot=2.5)
+    d.suites += [("k2", top / "6.1.0-test" / "k2", 190.0, ""),
+                 ("kyber-baseline", None, 3.0, "FAILED: the VM stopped answering"),
+                 ("overhead", top / "6.1.0-test" / "overhead", 160.0, "")]
+    index = demo.write_index(top, [d], 400.0)
+    text = index.read_text()
+    assert "6m40s in all" in text and "**a stand-in device.**" in text
+    assert "| k2 | 3m10s | [6.1.0-test/k2/report.md](6.1.0-test/k2/report.md) |" in text
+    assert "| kyber-baseline | 3s | FAILED: the VM stopped answering |" in text
+    assert "random read, empty: RT p99.9 latency falls as the bound falls: **yes**" in text
+    assert "- K2 / fifo-ref: " in text
+    (top / "report.md").unlink()
+    assert main(["report", str(top)]) == 0
+    assert (top / "report.md").read_text() == text

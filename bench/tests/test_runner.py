@@ -1,0 +1,184 @@
+"""The runner on a simulated device: order, tunables read back, manifest,
+restoring the device after an error or Ctrl-C."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import device as devmod
+from bench import results
+from bench.cli import parse
+from bench.device import DeviceInfo, TunableError
+from bench.runner import (Cleanups, Config, Manifest, Phase, Plan, Progress, RunContext,
+                          apply, execute, order)
+from bench.suites import get
+from bench.tests.fake import FakeTarget
+
+
+def cfg(key: str, sched: str = "none", tun: tuple[tuple[str, Any], ...] = ()) -> Config:
+    return Config(key, sched, f"[global]\nrw=randread\n[{key.replace('/', '_')}]\n", 1.0,
+                  tunables=tun, labels=(("k", key),))
+
+
+def dev_info(name: str = "fake0") -> DeviceInfo:
+    return DeviceInfo(name=name, path=f"/dev/{name}", given=name, size_bytes=1 << 30,
+                      model="Fake SSD", kind="nvme", hw_queues=2, hw_depth=64,
+                      logical_block=512, schedulers=["none", "mq-deadline", "k2"],
+                      scheduler="mq-deadline")
+
+
+def context(t: FakeTarget, argv: list[str] | None = None) -> RunContext:
+    args = parse(argv or ["run", "k2", "--device", "fake0", "--short"])
+    return RunContext(target=t, device=dev_info(t.dev), args=args, cleanups=Cleanups(io.StringIO()),
+                      sched_info={"k2": {"nr_requests": t.nr_requests}},
+                      params={"runtime": 1.0, "ramp": 0.0, "reps": 1}, out=io.StringIO())
+
+
+def test_order_is_seeded_complete_and_keeps_blocks() -> None:
+    blocks = [[cfg("a")], [cfg("b")], [cfg("x1"), cfg("x2"), cfg("x3")], [cfg("c")]]
+    plan = Plan([Phase("p1", blocks), Phase("p2", [[cfg("d")], [cfg("e")]])])
+    o1 = order(plan, 3, seed=7)
+    assert o1 == order(plan, 3, seed=7)
+    assert [k for _, _, b in o1 for k in [c.key for c in b]] != \
+        [k for _, _, b in order(plan, 3, seed=8) for k in [c.key for c in b]]
+    assert len(o1) == 3 * 4 + 3 * 2
+    # phases stay in their order; each (block, rep) exactly once
+    names = [ph.name for ph, _, _ in o1]
+    assert names == sorted(names)
+    seen = sorted((ph.name, rep, b[0].key) for ph, rep, b in o1)
+    assert len(set(seen)) == len(seen)
+    for _, _, b in o1:
+        if b[0].key == "x1":
+            assert [c.key for c in b] == ["x1", "x2", "x3"]
+
+
+def test_progress_estimates_from_plan_then_from_runs() -> None:
+    c = cfg("a")
+    units = [(Phase("p", [[c]]), 0, [c])] * 4
+    p = Progress(units, io.StringIO())
+    first = p.left()
+    assert first >= 4.0
+    p.start("a")
+    p.finish(3.0)   # a 1 s configuration took 3 s: the rest should take ~3x
+    assert p.left() == pytest.approx(9.0)
+
+
+def test_apply_writes_and_reads_back_tunables() -> None:
+    t = FakeTarget()
+    ctx = context(t)
+    got = apply(ctx, cfg("k", "k2", (("max_inflight", 8),)))
+    assert t.current == "k2" and got == {"max_inflight": "8"}
+    # same scheduler again: re-selected, so earlier tunables do not leak
+    got = apply(ctx, cfg("k", "k2", (("starvation_ms", 5),)))
+    assert t.values["max_inflight"] == "32" and got == {"starvation_ms": "5"}
+
+
+def test_tunable_out_of_range_or_not_holding_is_an_error() -> None:
+    t = FakeTarget()
+    ctx = context(t)
+    with pytest.raises(TunableError, match="writing 99 to max_inflight failed"):
+        apply(ctx, cfg("k", "k2", (("max_inflight", 99),)))
+    t.sticky.add("max_inflight")
+    with pytest.raises(TunableError, match="max_inflight=8 did not hold: it reads back 32"):
+        apply(ctx, cfg("k", "k2", (("max_inflight", 8),)))
+    with pytest.raises(TunableError, match="has no tunable 'nope'"):
+        apply(ctx, cfg("k", "k2", (("nope", 1),)))
+
+
+def test_unknown_scheduler_says_which_exist() -> None:
+    t = FakeTarget()
+    with pytest.raises(TunableError, match="not registered.*available: none mq-deadline k2"):
+        devmod.set_scheduler(t, "fake0", "flashfq")
+
+
+def _execute(t: FakeTarget, tmp_path: Path, plan: Plan,
+             reps: int = 2) -> tuple[RunContext, Manifest]:
+    ctx = context(t)
+    saved = devmod.save_state(t, "fake0")
+    ctx.on_exit("restore", lambda: devmod.restore_state(t, saved) and None)
+    m = Manifest(tmp_path, {"format": 1, "suite": "k2", "runs": [], "phases": {},
+                            "params": {}})
+    try:
+        execute(ctx, plan, tmp_path, m, reps, seed=3)
+    finally:
+        m.data["restored"] = ctx.cleanups.run()
+        m.save()
+    return ctx, m
+
+
+def test_execute_records_every_run_and_restores(tmp_path: Path) -> None:
+    t = FakeTarget()
+    t.values["read_expire"] = "250"   # a non-default tunable of the original scheduler
+    plan = Plan([Phase("empty", [[cfg("n")], [cfg("k8", "k2", (("max_inflight", 8),))]])])
+    _, m = _execute(t, tmp_path, plan)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert data["status"] == "complete"
+    assert len(data["runs"]) == 4
+    assert sorted(r["key"] for r in data["runs"]) == ["k8", "k8", "n", "n"]
+    for r in data["runs"]:
+        assert (tmp_path / r["job"]).read_text().startswith("[global]")
+        assert json.loads((tmp_path / r["json"]).read_text())["jobs"]
+        assert (tmp_path / r["log"]).read_text() == "fio: a notice"
+        assert r["tunables"] == ({"max_inflight": "8"} if r["key"] == "k8" else {})
+    assert ("k2", {"max_inflight": "8", "starvation_ms": "0"}) in t.fio_runs
+    assert t.current == "mq-deadline" and t.values["read_expire"] == "250"
+    assert data["restored"] == ["restore"]
+
+
+def test_ctrl_c_restores_scheduler_and_tunables(tmp_path: Path) -> None:
+    t = FakeTarget()
+    t.values["fifo_batch"] = "4"
+    calls = []
+
+    def interrupt(tt: FakeTarget) -> None:
+        calls.append(tt.current)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+    t.on_fio = interrupt
+    plan = Plan([Phase("empty", [[cfg("n")], [cfg("k1", "k2", (("max_inflight", 1),))]])])
+    with pytest.raises(KeyboardInterrupt):
+        _execute(t, tmp_path, plan)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert data["status"] == "interrupted"
+    assert t.current == "mq-deadline" and t.values["fifo_batch"] == "4"
+    assert data["restored"] == ["restore"]
+    # the completed run is still readable
+    assert len(results.load(tmp_path).runs) == 1
+
+
+def test_k2_plan_clamps_bounds_and_pins(tmp_path: Path) -> None:
+    t = FakeTarget(nr_requests=16)
+    ctx = context(t, ["run", "k2", "--device", "fake0", "--short", "--bounds", "1,8,32,64",
+                      "--ops", "randread,write", "--occupancy", "asis"])
+    plan = get("k2").plan(ctx)
+    keys = [c.key for c in plan.configs()]
+    assert keys == ["asis/randread/none", "asis/randread/k2-1", "asis/randread/k2-8",
+                    "asis/randread/k2-16", "asis/write/none", "asis/write/k2-1",
+                    "asis/write/k2-8", "asis/write/k2-16"]
+    assert any("max_inflight 32 clamped to 16" in n for n in plan.notes)
+    assert any("max_inflight 64 clamped to 16" in n for n in plan.notes)
+    c = plan.configs()[2]
+    assert c.tunables == (("max_inflight", 8),) and c.label("bound") == 8
+    assert "cpus_allowed=1" in c.jobfile and "cpus_allowed=0" in c.jobfile
+
+
+def test_overhead_plan_is_none_x_x_none_blocks() -> None:
+    t = FakeTarget(nr_requests=256)
+    ctx = context(t, ["run", "overhead", "--short", "--jobs", "1,2",
+                      "--schedulers", "mq-deadline,k2"])
+    ctx.sched_info = {"mq-deadline": {"nr_requests": 256}, "k2": {"nr_requests": 256}}
+    plan = get("overhead").plan(ctx)
+    blocks = plan.phases[0].blocks
+    assert len(blocks) == 4
+    for b in blocks:
+        x = b[0].label("pair")
+        assert [c.scheduler for c in b] == ["none", x, x, "none"]
+        assert len({c.key for c in b}) == 4
+    k2 = [c for b in blocks for c in b if c.scheduler == "k2"]
+    assert k2 and all(c.tunables == (("max_inflight", 256),) for c in k2)
+    two = [c for b in blocks for c in b if c.label("jobs") == 2][0]
+    assert "[j0]" in two.jobfile and "[j1]" in two.jobfile

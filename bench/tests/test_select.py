@@ -1,0 +1,59 @@
+"""K2's objective selection and the 'falls as the bound falls' finding."""
+from __future__ import annotations
+
+import pytest
+
+from bench.suites.k2 import Point, falls_with_bound, select, spearman, trend_verdict
+
+NONE = Point(0, p999_us=10_000.0, bw_kib=100_000.0)
+# p99.9 and bandwidth both grow with the bound, as in the paper's figures
+CURVE = [Point(1, 1_000, 40_000), Point(2, 2_000, 60_000), Point(4, 3_000, 75_000),
+         Point(8, 4_500, 82_000), Point(16, 6_000, 90_000), Point(32, 8_000, 97_000),
+         Point(64, 9_800, 99_000)]
+
+
+def test_o1_o2_on_the_paper_shape() -> None:
+    s = select(NONE, CURVE, alpha=50, beta=80)
+    assert s.o1 == 8        # 4.5 ms <= 5 ms; 16 has 6 ms
+    assert s.o2 == 8        # 82 MB/s >= 80; 4 has 75
+    assert s.both == [8]
+
+
+def test_thresholds_are_inclusive_and_can_be_unmet() -> None:
+    s = select(NONE, CURVE, alpha=30, beta=90)
+    assert s.o1 == 4        # 3 ms == 30 % of 10 ms
+    assert s.o2 == 16       # 90 == 90 %
+    assert s.both == []
+    s = select(NONE, CURVE, alpha=5, beta=100)
+    assert s.o1 is None and s.o2 is None and s.both == []
+
+
+def test_selection_does_not_assume_monotone_curves() -> None:
+    bumpy = [Point(1, 2_000, 85_000), Point(2, 7_000, 50_000), Point(4, 4_000, 81_000)]
+    s = select(NONE, bumpy, alpha=50, beta=80)
+    assert s.o1 == 4 and s.o2 == 1 and s.both == [1, 4]
+
+
+def test_spearman() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0
+
+
+def test_falls_with_bound() -> None:
+    assert falls_with_bound(CURVE)
+    assert falls_with_bound([Point(64, 9_000, 1), Point(1, 1_000, 1)])
+    assert not falls_with_bound([Point(1, 9_000, 1), Point(64, 1_000, 1)])
+    assert not falls_with_bound([Point(1, 1_000, 1)])
+    # lower at 1 than at 64, but the middle goes the other way: no trend
+    assert not falls_with_bound([Point(1, 5_000, 1), Point(2, 9_000, 1), Point(4, 8_000, 1),
+                                 Point(8, 3_000, 1), Point(64, 5_100, 1)])
+
+
+def test_trend_verdict_needs_separated_ranges_with_repetitions() -> None:
+    pts = [Point(1, 5_000, 1), Point(64, 9_000, 1)]
+    assert trend_verdict(pts, [4_000, 6_000], [8_000, 10_000]) == "yes"
+    assert trend_verdict(pts, [1_000, 9_000], [8_000, 10_000]) == "unclear (ranges overlap)"
+    assert trend_verdict(pts, [5_000], [9_000]) == "yes"      # one run each: the means
+    assert trend_verdict(list(reversed([Point(1, 9_000, 1), Point(64, 5_000, 1)])),
+                         [9_000], [5_000]) == "no"
