@@ -92,11 +92,15 @@ def accel() -> str:
     return "tcg"
 
 
-def _run(cmd: list[str], **kw: object) -> str:
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+def _run_bytes(cmd: list[str], **kw: object) -> bytes:
+    p = subprocess.run(cmd, capture_output=True, **kw)  # type: ignore[call-overload]
     if p.returncode != 0:
-        raise VMError(f"{' '.join(cmd)} failed: {p.stderr.strip()}")
-    return str(p.stdout)
+        raise VMError(f"{' '.join(cmd)} failed: {p.stderr.decode().strip()}")
+    return bytes(p.stdout)
+
+
+def _run(cmd: list[str], **kw: object) -> str:
+    return _run_bytes(cmd, **kw).decode()
 
 
 def _libs(prog: str) -> list[str]:
@@ -135,21 +139,11 @@ def _install_kmod(root: Path, src: Path) -> None:
         if dst.name.endswith(ext):
             dst = dst.with_name(dst.name[: -len(ext)])
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if src.suffix == ".xz":
-        dst.write_bytes(_run_bytes(["xz", "-dc", str(src)]))
-    elif src.suffix == ".zst":
-        dst.write_bytes(_run_bytes(["zstd", "-dc", str(src)]))
-    elif src.suffix == ".gz":
-        dst.write_bytes(_run_bytes(["gzip", "-dc", str(src)]))
+    unpack = {".xz": "xz", ".zst": "zstd", ".gz": "gzip"}.get(src.suffix)
+    if unpack:
+        dst.write_bytes(_run_bytes([unpack, "-dc", str(src)]))
     else:
         shutil.copy2(src, dst)
-
-
-def _run_bytes(cmd: list[str]) -> bytes:
-    p = subprocess.run(cmd, capture_output=True)
-    if p.returncode != 0:
-        raise VMError(f"{' '.join(cmd)} failed: {p.stderr.decode().strip()}")
-    return p.stdout
 
 
 def _cpio(staging: Path, out: Path) -> None:
