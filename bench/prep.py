@@ -6,6 +6,9 @@ fully occupied one (K2 paper, Section 4).
 - any other device: "full" is one sequential 1 MiB write pass over the
   whole device; "empty" is a discard of the whole device (blkdiscard) when
   the device supports it, so a real SSD starts from its trimmed state.
+Between runs, settle() flushes the device's write cache, so that a run does
+not pay for the writes the one before left buffered (on ssdsim the flush
+completes when its write buffer has drained to flash, GC included).
 """
 from __future__ import annotations
 
@@ -73,3 +76,13 @@ def occupy(ctx: RunContext, full: bool) -> dict[str, Any]:
         return {"method": "blkdiscard", "note": "whole device discarded (trimmed) first"}
     return {"method": "none", "note": "the device could not be discarded "
             f"({r.out.strip()[:120]}): 'empty' is the state it was in"}
+
+
+def settle(ctx: RunContext) -> None:
+    """Flush the device's volatile write cache and wait for it (fsync on
+    the block device sends a flush); a no-op on an idle device."""
+    dev = ctx.device.path
+    r = ctx.target.run(f"dd if=/dev/zero of={q(dev)} bs=4096 count=0 conv=notrunc,fsync "
+                       "2>&1", timeout=3600)
+    if r.rc != 0:
+        raise DeviceError(f"cannot flush {dev} between runs: {r.out.strip()[:200]}")

@@ -68,6 +68,9 @@ class Phase:
     blocks: list[list[Config]]
     setup: Callable[[RunContext], dict[str, Any]] | None = None
     describe: str = ""
+    #: runs before each configuration, e.g. to let the device finish the
+    #: writes the previous one left in its cache
+    settle: Callable[[RunContext], None] | None = None
 
 
 @dataclass
@@ -285,6 +288,8 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                     i += 1
                     progress.start(f"{describe_config(c)} rep {rep + 1}/{reps}")
                     t0 = time.monotonic()
+                    if ph.settle is not None:
+                        ph.settle(ctx)
                     started = now_iso()
                     actual = apply(ctx, c)
                     base = f"{i:03d}-{safe_key(c.key)}"

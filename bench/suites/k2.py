@@ -286,8 +286,10 @@ class K2Suite(Suite):
                                           depth, ctx.dev)
             notes += [n for n in bnotes if n not in notes]
             rt = runtime * (a.full_runtime_factor if full else 1.0)
-            blocks = []
             for op in ops:
+                # each operation type on a freshly prepared device: writes
+                # change what the next runs find (GC backlog, mapping)
+                blocks = []
                 for b in ["none", *bounds]:
                     what = "none" if b == "none" else f"k2 max_inflight={b}"
                     text = jobfile(ctx.device.path, ctx.device.size_bytes, op, rt, ramp,
@@ -298,8 +300,9 @@ class K2Suite(Suite):
                         "none" if b == "none" else "k2", text, rt + ramp,
                         tunables=() if b == "none" else (("max_inflight", b),),
                         labels=(("occupancy", occ), ("op", op), ("bound", b)))])
-            phases.append(Phase(occ, blocks, None if occ == "asis" else occupier(full),
-                                OCCUPANCIES[occ]))
+                phases.append(Phase(f"{occ}/{op}", blocks,
+                                    None if occ == "asis" else occupier(full),
+                                    f"{OCCUPANCIES[occ]}, {OPS[op]}", settle=prep.settle))
         return Plan(phases, notes, {"ops": a.ops, "bounds": a.bounds,
                                     "occupancy": a.occupancy, "full_ops": a.full_ops,
                                     "full_bounds": a.full_bounds,
@@ -321,9 +324,15 @@ class K2Suite(Suite):
         findings: list[str] = []
         for occ in _order(data, OCCUPANCIES):
             out.append(f"\n## {OCCUPANCIES.get(occ, occ).capitalize()}\n\n")
-            ph = res.manifest.get("phases", {}).get(occ, {})
+            phs = res.manifest.get("phases", {})
+            # one phase per occupancy in results from before phases per op
+            ph = phs.get(occ) or next((v for k, v in phs.items()
+                                       if k.startswith(f"{occ}/")), {})
             if ph.get("note"):
-                out.append(f"Preparation: {ph['note']}.\n")
+                per_op = occ not in phs
+                out.append(f"Preparation{' of each operation type' if per_op else ''}: "
+                           f"{ph['note']}" + ("; the device's write cache flushed before "
+                                              "each run" if per_op else "") + ".\n")
             for op in _order(data[occ], OPS):
                 by_bound = data[occ][op]
                 sec, summ, finding, tab = self._op_section(occ, op, by_bound, plots)

@@ -165,6 +165,21 @@ def test_k2_plan_clamps_bounds_and_pins(tmp_path: Path) -> None:
     assert c.tunables == (("max_inflight", 8),) and c.label("bound") == 8
     assert "cpus_allowed=1" in c.jobfile and "cpus_allowed=0" in c.jobfile
 
+    # one phase per operation type, each prepared afresh and settled per run
+    assert [ph.name for ph in plan.phases] == ["asis/randread", "asis/write"]
+    assert all(ph.settle is not None for ph in plan.phases)
+
+
+def test_settle_runs_before_every_configuration(tmp_path: Path) -> None:
+    t = FakeTarget()
+    seen: list[int] = []
+
+    def settle(ctx: RunContext) -> None:
+        seen.append(len(t.fio_runs))
+    plan = Plan([Phase("p", [[cfg("a")], [cfg("b")]], settle=settle)])
+    _execute(t, tmp_path, plan, reps=2)
+    assert seen == [0, 1, 2, 3]
+
 
 def test_overhead_plan_is_none_x_x_none_blocks() -> None:
     t = FakeTarget(nr_requests=256)
