@@ -40,7 +40,7 @@ CACHE = Path(os.environ.get("BUILD_CACHE", ROOT / ".cache")) / "vm"
 
 # Kernel modules every VM carries (with their dependencies).
 GUEST_KMODS = ["null_blk", "kyber-iosched", "bfq", "mq-deadline", "loop",
-               "xfs", "f2fs"]
+               "xfs", "f2fs", "nvmet-tcp", "nvme-tcp"]
 # Userspace programs every VM carries (with their shared libraries).
 GUEST_PROGS = ["/usr/bin/fio", "/sbin/mkfs.ext4", "/sbin/e2fsck",
                "/sbin/mke2fs", "/usr/bin/lttng", "/usr/bin/lttng-sessiond",
@@ -284,7 +284,10 @@ class VM:
             "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
             "-kernel", f"/boot/vmlinuz-{cfg.kernel}", "-initrd", str(initrd),
             "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "
-            "nokaslr loglevel=5 " + cfg.append,
+            # nvme_core.multipath=N: a fabrics namespace (the tests'
+            # loopback NVMe/TCP controller) is then a plain disk whose
+            # queue has an elevator, not a bio-based multipath head
+            "nokaslr loglevel=5 nvme_core.multipath=N " + cfg.append,
             "-display", "none", "-no-reboot", "-nodefaults",
             "-serial", f"file:{self.console}",
             "-chardev", f"socket,id=agent,path={agent_path},server=on,wait=off",
@@ -310,8 +313,17 @@ class VM:
             if time.monotonic() > deadline:
                 raise VMError("QEMU did not create the agent socket")
             time.sleep(0.02)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(agent_path))
+        while True:  # QEMU binds the socket a moment before it listens
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self.sock.connect(str(agent_path))
+                break
+            except ConnectionRefusedError:
+                self.sock.close()
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise VMError("QEMU's agent socket refused connections") from None
+                time.sleep(0.02)
         while True:  # the greeting can be lost too: ask again
             ping = min(deadline, time.monotonic() + 3.0)
             line = self._readline_or_none(ping, "the guest to boot", fatal=ping >= deadline)
