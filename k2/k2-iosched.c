@@ -40,7 +40,7 @@
  * kd->lock protects the staging queues, their trees and counts, the
  * dispatch statistics and the stall detector; it is a plain spinlock,
  * never taken in interrupt context.  insert_requests, dispatch_request and
- * bio_merge take it, and the core calls the merge callbacks (request_merge,
+ * bio_merge (when something is queued) take it, and the core calls the merge callbacks (request_merge,
  * request_merged, requests_merged, next_request, former_request) from
  * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge(), which K2
  * calls with it held.  The queues are device-wide, not per hardware queue,
@@ -179,7 +179,7 @@ struct k2_data {
 	struct k2_queue queues[K2_NR_QUEUES];
 	/*
 	 * Bit i set iff queues[i].nr != 0.  Written under @lock with
-	 * WRITE_ONCE(); has_work reads it locklessly.
+	 * WRITE_ONCE(); has_work and bio_merge read it locklessly.
 	 */
 	unsigned int nonempty;
 	u64 dispatched[K2_NR_QUEUES];	/* requests dispatched, per queue */
@@ -758,6 +758,14 @@ static bool k2_bio_merge(struct request_queue *q, struct bio *bio,
 	struct k2_data *kd = q->elevator->elevator_data;
 	struct request *free = NULL;
 	bool ret;
+
+	/*
+	 * A bio merges only into a queued request.  With none queued, as
+	 * is usual below the bound, skip the lock: a request queued just
+	 * after this test is a merge missed, which is harmless.
+	 */
+	if (!READ_ONCE(kd->nonempty))
+		return false;
 
 	spin_lock(&kd->lock);
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
