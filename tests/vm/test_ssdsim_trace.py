@@ -127,6 +127,7 @@ def check_trace(trace: report.Trace, geo: Geometry, devno: str,
             n = pages(f, geo)
             assert f["device_ns"] == int(f["done_ns"]) - int(f["arrive_ns"]), ev
             ops = Counter(str(e.fields.get("op", "gc")) for e in group)
+            assert all(int(e.fields["start_ns"]) >= int(f["arrive_ns"]) for e in group), group
             if str(f["rwbs"]).startswith("W"):
                 assert ops["program"] == n, (ev, group)
             elif str(f["rwbs"]).startswith("R"):
