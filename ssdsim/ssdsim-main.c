@@ -8,7 +8,8 @@
  * is kept in memory, one page allocated on first write, so file systems
  * and fio verify work.  Each request is handled in ->queue_rq(): its data
  * is copied at once, the model gives its completion time, and a per-request
- * hrtimer ends it then (as null_blk's timer mode does).
+ * hrtimer ends it then (as null_blk's timer mode does).  The model's
+ * hooks feed the trace system "ssdsim" (tracepoints/trace/events/ssdsim.h).
  *
  * Parameters, sysfs files and the choice of the default time_scale are
  * documented in README.md.
@@ -30,6 +31,9 @@
 
 #include "iosched-compat.h"
 #include "ssdsim-model.h"
+
+#define CREATE_TRACE_POINTS
+#include <trace/events/ssdsim.h>
 
 /* Module parameters, all read-only after load (README.md, "ssdsim"). */
 static unsigned int g_nr_devices = 1;
@@ -134,6 +138,8 @@ struct ssdsim_dev {
 struct ssdsim_cmd {
 	struct hrtimer timer;	/* fires at the completion time */
 	blk_status_t status;
+	u64 arrive_ns;		/* model time of ->queue_rq() */
+	u64 done_ns;		/* and of the completion it predicted */
 };
 
 /* Set in ssdsim_init() before any disk exists, read-only afterwards. */
@@ -281,13 +287,54 @@ static void ssdsim_free_store(struct ssdsim_dev *sd)
 	xa_destroy(&sd->store);
 }
 
+/* --- tracepoints (tracepoints/trace/events/ssdsim.h) -------------------- */
+
+/* The events' op field for each enum ssdm_op. */
+static const unsigned int ssdsim_trace_op[] = {
+	[SSDM_OP_READ]		= SSDSIM_TRACE_OP_READ,
+	[SSDM_OP_PROGRAM]	= SSDSIM_TRACE_OP_PROGRAM,
+	[SSDM_OP_MAP_READ]	= SSDSIM_TRACE_OP_MAP_READ,
+	[SSDM_OP_MAP_WRITE]	= SSDSIM_TRACE_OP_MAP_WRITE,
+};
+
+/* The model's hooks, called under sd->lock as operations are reserved. */
+static void ssdsim_trace_die_op(void *priv, u32 die, enum ssdm_op op,
+				u64 start, u64 end)
+{
+	struct ssdsim_dev *sd = priv;
+
+	if (trace_ssdsim_die_op_enabled())	/* spares the division */
+		trace_ssdsim_die_op(sd->disk, die,
+				    ssdm_die_channel(&sd->model, die),
+				    ssdsim_trace_op[op], start, end);
+}
+
+static void ssdsim_trace_gc(void *priv, u32 die, u32 victim, u32 victims,
+			    u32 copied, u64 start, u64 end)
+{
+	struct ssdsim_dev *sd = priv;
+
+	trace_ssdsim_gc(sd->disk, die, victim, victims, copied, start, end);
+}
+
 /* --- blk-mq -------------------------------------------------------------- */
+
+static void ssdsim_end_request(struct request *rq)
+{
+	struct ssdsim_cmd *cmd = blk_mq_rq_to_pdu(rq);
+
+	if (trace_ssdsim_complete_enabled())
+		trace_ssdsim_complete(rq, blk_status_to_errno(cmd->status),
+				      cmd->done_ns - cmd->arrive_ns,
+				      ktime_get_ns() - cmd->arrive_ns);
+	blk_mq_end_request(rq, cmd->status);
+}
 
 static enum hrtimer_restart ssdsim_timer_fn(struct hrtimer *timer)
 {
 	struct ssdsim_cmd *cmd = container_of(timer, struct ssdsim_cmd, timer);
 
-	blk_mq_end_request(blk_mq_rq_from_pdu(cmd), cmd->status);
+	ssdsim_end_request(blk_mq_rq_from_pdu(cmd));
 	return HRTIMER_NORESTART;
 }
 
@@ -367,10 +414,14 @@ static blk_status_t ssdsim_queue_rq(struct blk_mq_hw_ctx *hctx,
 		done = now;
 		break;
 	}
+	/* under the lock: right after the request's die operations */
+	trace_ssdsim_queue(rq, now, done);
 	spin_unlock_irqrestore(&sd->lock, flags);
 
+	cmd->arrive_ns = now;
+	cmd->done_ns = done;
 	if (done <= now) {
-		blk_mq_end_request(rq, cmd->status);
+		ssdsim_end_request(rq);
 		return BLK_STS_OK;
 	}
 	hrtimer_start(&cmd->timer, ns_to_ktime(done), HRTIMER_MODE_ABS);
@@ -630,7 +681,11 @@ static int ssdsim_add(unsigned int index, struct ssdsim_dev **out)
 		kfree(sd);
 		return ret;
 	}
-	/* tracepoints attach here: sd->model.hooks (ssdsim-model.h) */
+	sd->model.hooks = (struct ssdm_hooks) {
+		.die_op	= ssdsim_trace_die_op,
+		.gc	= ssdsim_trace_gc,
+		.priv	= sd,
+	};
 
 	sd->tag_set.ops = &ssdsim_mq_ops;
 	sd->tag_set.nr_hw_queues = g_nr_hw_queues ? g_nr_hw_queues :

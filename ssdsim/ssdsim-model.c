@@ -386,7 +386,8 @@ static void ssdm_gc_time(struct ssdm *m, u32 d, u64 ready,
 	m->st.erases += w->erases;
 	m->st.pages_programmed += w->copies;
 	if (m->hooks.gc)
-		m->hooks.gc(m->hooks.priv, d, w->victim, w->copies, s, e);
+		m->hooks.gc(m->hooks.priv, d, w->victim, w->erases,
+			    w->copies, s, e);
 }
 
 /*

@@ -73,18 +73,19 @@ enum ssdm_op {
 };
 
 /*
- * Hook points for the tracepoints (a later issue) and the unit test: a
+ * Hook points for the tracepoints (ssdsim-main.c) and the unit test: a
  * page operation reserved on @die from @start to @end, and a garbage
- * collection run on @die (last victim block, pages copied) occupying it
- * from @start to @end.  Times are known when an operation is reserved, so
- * one call carries both its start and its finish.  Called under the
- * caller's lock; NULL hooks cost one test.
+ * collection run on @die (@victims blocks collected, the last one
+ * @victim, @copied valid pages moved) occupying it from @start to @end.
+ * Times are known when an operation is reserved, so one call carries both
+ * its start and its finish.  Called under the caller's lock; NULL hooks
+ * cost one test.
  */
 struct ssdm_hooks {
 	void (*die_op)(void *priv, u32 die, enum ssdm_op op, u64 start,
 		       u64 end);
-	void (*gc)(void *priv, u32 die, u32 victim, u32 copied, u64 start,
-		   u64 end);
+	void (*gc)(void *priv, u32 die, u32 victim, u32 victims, u32 copied,
+		   u64 start, u64 end);
 	void *priv;
 };
 

@@ -1,4 +1,5 @@
-"""Per-request latency breakdown from a scheduler trace (ftrace text or LTTng CTF).
+"""Per-request latency breakdown from a scheduler trace (ftrace text or LTTng CTF),
+and the die usage of an ssdsim trace.
 
 Every scheduler's trace system follows one life cycle, which is what this
 module joins on: <sys>_insert (a request enters a staging queue),
@@ -8,6 +9,10 @@ sector, nr_sector, rwbs and queue; a request is (dev, hctx, tag) while it
 lives.  Other events of the system are decisions and are counted.  Times
 come from the trace's own timestamps, so staged + device = total exactly;
 the kernel's staged_ns/device_ns fields are reported beside them as a check.
+
+ssdsim (the emulated SSD, not a scheduler) has its own events: requests
+(ssdsim_queue, ssdsim_complete) and the flash work of its dies
+(ssdsim_die_op, ssdsim_gc), which die_usage() sums per die.
 """
 from __future__ import annotations
 
@@ -144,7 +149,12 @@ def read_ctf(path: Path, system: str) -> Trace:
                 continue
             fields: dict[str, Value] = {}
             for k, v in msg.event.payload_field.items():
-                fields[str(k)] = str(v) if isinstance(v, bt2._StringFieldConst) else int(v)
+                if isinstance(v, bt2._StringFieldConst):
+                    fields[str(k)] = str(v)
+                elif isinstance(v, bt2._EnumerationFieldConst) and v.labels:
+                    fields[str(k)] = str(v.labels[0])  # as ftrace prints it
+                else:
+                    fields[str(k)] = int(v)
             dev = fields.get("dev")
             if isinstance(dev, int):  # dev_t as the kernel encodes it
                 fields["dev"] = f"{dev >> 20},{dev & 0xfffff}"
@@ -307,3 +317,68 @@ def plot(bd: Breakdown, trace: Trace, system: str, outdir: Path) -> list[Path]:
         plt.close(fig)
         outs.append(p)
     return outs
+
+
+# -- ssdsim: the emulated SSD's dies and requests ----------------------------------------
+
+@dataclass
+class DieUse:
+    """One die's work in an ssdsim trace, counted as ssdsim's sysfs files
+    die_reads, die_programs, die_erases and die_busy_ns count it (GC
+    copybacks are a read and a program each, each GC victim an erase)."""
+    ops: Counter[str] = field(default_factory=Counter)   # ssdsim_die_op per op
+    gc_runs: int = 0
+    reads: int = 0
+    programs: int = 0
+    erases: int = 0
+    busy_ns: int = 0
+
+
+def die_usage(trace: Trace) -> dict[tuple[str, int], DieUse]:
+    """ssdsim_die_op and ssdsim_gc events summed per (dev, die)."""
+    dies: dict[tuple[str, int], DieUse] = defaultdict(DieUse)
+    for ev in trace.events:
+        if ev.name not in ("ssdsim_die_op", "ssdsim_gc"):
+            continue
+        f = ev.fields
+        u = dies[(str(f["dev"]), int(f["die"]))]
+        u.busy_ns += int(f["end_ns"]) - int(f["start_ns"])
+        if ev.name == "ssdsim_gc":
+            u.gc_runs += 1
+            u.erases += int(f["victims"])
+            u.reads += int(f["copied"])
+            u.programs += int(f["copied"])
+        else:
+            u.ops[str(f["op"])] += 1
+            if f["op"] in ("read", "map_read"):
+                u.reads += 1
+            else:
+                u.programs += 1
+    return dict(sorted(dies.items()))
+
+
+def ssdsim_markdown(trace: Trace, title: str = "") -> str:
+    """Requests per direction with the model's device time and the measured
+    latency (ssdsim_complete), and the work of each die."""
+    lines = [f"# {title or 'ssdsim trace report'}", ""]
+    done: dict[str, list[Event]] = defaultdict(list)
+    for ev in trace.events:
+        if ev.name == "ssdsim_complete":
+            done[str(ev.fields["rwbs"])[:1]].append(ev)
+    lines.append(f"Requests completed: {sum(map(len, done.values()))}; events lost by the "
+                 f"tracer: {trace.lost}" + (" (**the numbers below miss them**)" if trace.lost
+                                            else "") + ".")
+    lines += ["", "| op | requests | device p50 / p99 (ms) | latency p50 / p99 (ms) |",
+              "|---|---|---|---|"]
+    for op, evs in sorted(done.items()):
+        def ms(key: str) -> str:
+            vals = sorted(int(e.fields[key]) for e in evs)
+            return " / ".join(f"{percentile(vals, p) / 1e6:.3f}" for p in (50.0, 99.0))
+        lines.append(f"| {op} | {len(evs)} | {ms('device_ns')} | {ms('latency_ns')} |")
+    lines += ["", "| dev | die | reads | programs | erases | GC runs | busy (ms) |",
+              "|---|---|---|---|---|---|---|"]
+    for (dev, die), u in die_usage(trace).items():
+        lines.append(f"| {dev} | {die} | {u.reads} | {u.programs} | {u.erases} | "
+                     f"{u.gc_runs} | {u.busy_ns / 1e6:.3f} |")
+    lines.append("")
+    return "\n".join(lines)

@@ -522,6 +522,8 @@ struct hook_log {
 	u64 start;
 	u64 end;
 	u64 gc_busy;
+	u64 gc_victims;
+	u64 gc_copied;
 };
 
 static void log_op(void *priv, u32 die, enum ssdm_op op, u64 start, u64 end)
@@ -535,16 +537,17 @@ static void log_op(void *priv, u32 die, enum ssdm_op op, u64 start, u64 end)
 	l->end = end;
 }
 
-static void log_gc(void *priv, u32 die, u32 victim, u32 copied, u64 start,
-		   u64 end)
+static void log_gc(void *priv, u32 die, u32 victim, u32 victims, u32 copied,
+		   u64 start, u64 end)
 {
 	struct hook_log *l = priv;
 
 	(void)die;
 	(void)victim;
-	(void)copied;
 	l->gcs++;
 	l->gc_busy += end - start;
+	l->gc_victims += victims;
+	l->gc_copied += copied;
 }
 
 TEST(hooks)
@@ -573,6 +576,10 @@ TEST(hooks)
 	CHECK_EQ(log.op, SSDM_OP_PROGRAM);
 	CHECK_EQ(log.gcs > 0, 1);
 	CHECK_EQ(log.gc_busy, m.st.gc_copies * (TR + TP) + m.st.erases * TE);
+	/* a run may collect several victims: the counts add up */
+	CHECK_EQ(log.gc_victims, m.st.gc_runs);
+	CHECK_EQ(log.gc_copied, m.st.gc_copies);
+	CHECK(log.gcs <= m.st.gc_runs);
 	ssdm_destroy(&m);
 }
 

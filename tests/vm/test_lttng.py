@@ -2,22 +2,15 @@
 `make lttng-probes`), read back with babeltrace2 by scripts/trace-report."""
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 from pathlib import Path
-
-import pytest
 
 from bench import fio
 from conftest import ROOT, Guest
+from tracing import lttng_record
 
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
-
-
-def _lttng_built(g: Guest) -> bool:
-    return g.run("test -e /lib/modules/$(uname -r)/extra/lttng-probe-k2.ko").rc == 0
 
 
 def test_lttng_session_records_k2(guest: Guest, tmp_path: Path) -> None:
@@ -25,39 +18,23 @@ def test_lttng_session_records_k2(guest: Guest, tmp_path: Path) -> None:
     fio I/O, no event lost, staged + device = total for every request, and
     the kernel's device time agrees with the trace's timestamps."""
     g = guest
-    if not _lttng_built(g):
-        pytest.fail("the LTTng modules were not built: make lttng-probes KVER=" + g.kernel)
     dev = g.throttled
     g.load("k2-iosched")
     g.select(dev, "k2")
     g.set_attr(dev, "max_inflight", 2)
     g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")
     try:
-        r = g.run(f"""
-export HOME=/root
-pidof lttng-sessiond >/dev/null || lttng-sessiond --daemonize --kmod-probes=k2 \
-    >/tmp/sessiond.log 2>&1 || {{ cat /tmp/sessiond.log; exit 3; }}
-rm -rf /tmp/lttng-trace
-lttng create k2test --output=/tmp/lttng-trace >/dev/null || exit 4
-lttng enable-channel -k --subbuf-size=1M --num-subbuf=8 big >/dev/null || exit 5
-lttng enable-event -k -c big 'k2_*' >/dev/null || exit 6
-lttng start >/dev/null || exit 7
+        path = lttng_record(g, "k2", f"""
 fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
     --ioengine=libaio --rw=randread --bs=4k --iodepth=8 --time_based --runtime=3 \
-    --name=rt --prioclass=1 --prio=0 --name=be --prioclass=2 --prio=4 || exit 8
-lttng stop >/dev/null || exit 9
-lttng destroy >/dev/null || exit 10
-cd /tmp && tar -cf /tmp/lttng-trace.tar lttng-trace
-""", timeout=300)
-        assert r.rc == 0, r.out
+    --name=rt --prioclass=1 --prio=0 --name=be --prioclass=2 --prio=4
+""", tmp_path)
     finally:
         g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
         g.select(dev, "none")
     res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
     ios = {n: fio.job_stats(res, n).ios for n in ("rt", "be")}
-    with tarfile.open(fileobj=io.BytesIO(g.vm.read_file("/tmp/lttng-trace.tar"))) as tf:
-        tf.extractall(tmp_path)  # noqa: S202 (our own VM's trace)
-    trace = report.read_trace(tmp_path / "lttng-trace", "k2")
+    trace = report.read_trace(path, "k2")
     assert trace.source == "lttng"
     bd = report.breakdown(trace, "k2")
     classes = report.per_class(bd)

@@ -10,34 +10,12 @@ import pytest
 
 from bench import fio
 from conftest import ROOT, Guest
+from tracing import ftrace_record
 
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
 
-T = "/sys/kernel/tracing"
 EVENTS = ("insert", "dispatch", "complete", "requeue", "throttled", "promote")
-
-
-def _record(g: Guest, script: str, timeout: float = 300) -> str:
-    """Run @script with every k2 event enabled; the ftrace text.  The trace
-    clock is CLOCK_MONOTONIC, the clock of the events' own ns fields (the
-    default clock can run at another rate under emulation)."""
-    enable = "\n".join(f"echo 1 > {T}/events/k2/k2_{e}/enable" for e in EVENTS)
-    r = g.run(f"""
-echo 0 > {T}/tracing_on
-echo > {T}/trace
-echo 16384 > {T}/buffer_size_kb
-echo mono > {T}/trace_clock
-{enable}
-echo 1 > {T}/tracing_on
-{script}
-rc=$?
-echo 0 > {T}/tracing_on
-echo 0 > {T}/events/k2/enable
-exit $rc
-""", timeout=timeout)
-    assert r.rc == 0, r.out
-    return g.vm.read_file(f"{T}/trace").decode(errors="replace")
 
 
 def test_events_fire_with_correct_fields(guest: Guest) -> None:
@@ -54,7 +32,7 @@ def test_events_fire_with_correct_fields(guest: Guest) -> None:
     g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")  # one request per fio I/O
     devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
     try:
-        text = _record(g, f"""
+        text = ftrace_record(g, "k2", f"""
 fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
     --ioengine=libaio --rw=randread --bs=4k --iodepth=8 --time_based --runtime=4 \
     --name=rt --prioclass=1 --prio=3 --name=be --prioclass=2 --prio=4
@@ -70,6 +48,7 @@ fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1
     assert trace.lost == 0
     by_name = Counter(e.name for e in trace.events)
     print(dict(by_name), ios)
+    assert {n.removeprefix("k2_") for n in by_name} <= set(EVENTS)
     for e in ("insert", "dispatch", "complete", "throttled", "promote"):
         assert by_name[f"k2_{e}"] > 0, f"k2_{e} never fired"
     for ev in trace.events:

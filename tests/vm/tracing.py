@@ -1,0 +1,65 @@
+"""Recording a trace system's events in the guest: ftrace through tracefs,
+or an LTTng kernel session (tracer and probes built by `make lttng-probes`)."""
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+from conftest import Guest
+
+T = "/sys/kernel/tracing"
+
+
+def ftrace_record(g: Guest, system: str, script: str, timeout: float = 300) -> str:
+    """Run @script with every event of @system enabled; the ftrace text.
+    The trace clock is CLOCK_MONOTONIC, the clock of the events' own ns
+    fields (the default clock can run at another rate under emulation)."""
+    r = g.run(f"""
+echo 0 > {T}/tracing_on
+echo > {T}/trace
+echo 16384 > {T}/buffer_size_kb
+echo mono > {T}/trace_clock
+echo 1 > {T}/events/{system}/enable || exit 3
+echo 1 > {T}/tracing_on
+{script}
+rc=$?
+echo 0 > {T}/tracing_on
+echo 0 > {T}/events/{system}/enable
+exit $rc
+""", timeout=timeout)
+    assert r.rc == 0, r.out
+    return g.vm.read_file(f"{T}/trace").decode(errors="replace")
+
+
+def lttng_built(g: Guest, system: str) -> bool:
+    return g.run(f"test -e /lib/modules/$(uname -r)/extra/lttng-probe-{system}.ko").rc == 0
+
+
+def lttng_record(g: Guest, system: str, script: str, out: Path, timeout: float = 300) -> Path:
+    """Run @script in an LTTng kernel session recording every {system}_*
+    event (one 8 MiB channel); the CTF trace, copied into @out."""
+    if not lttng_built(g, system):
+        raise AssertionError("the LTTng modules were not built: make lttng-probes KVER="
+                             + g.kernel)
+    r = g.run(f"""
+export HOME=/root
+modprobe lttng-probe-{system} || exit 2
+pidof lttng-sessiond >/dev/null || lttng-sessiond --daemonize --kmod-probes={system} \
+    >/tmp/sessiond.log 2>&1 || {{ cat /tmp/sessiond.log; exit 3; }}
+rm -rf /tmp/lttng-trace /tmp/lttng-trace.tar
+lttng create {system}test --output=/tmp/lttng-trace >/dev/null || exit 4
+lttng enable-channel -k --subbuf-size=1M --num-subbuf=8 big >/dev/null || exit 5
+lttng enable-event -k -c big '{system}_*' >/dev/null || exit 6
+lttng start >/dev/null || exit 7
+{script}
+rc=$?
+lttng stop >/dev/null || exit 9
+lttng destroy >/dev/null || exit 10
+[ $rc -eq 0 ] || exit 8
+cd /tmp && tar -cf /tmp/lttng-trace.tar lttng-trace
+""", timeout=timeout)
+    assert r.rc == 0, r.out
+    with tarfile.open(fileobj=io.BytesIO(g.vm.read_file("/tmp/lttng-trace.tar"))) as tf:
+        tf.extractall(out)  # noqa: S202 (our own VM's trace)
+    return out / "lttng-trace"
