@@ -5,13 +5,17 @@ requests really wait inside the device; ratios come from one VM run."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from bench import fio
-from conftest import Guest
-from test_trace import _record, report
+from conftest import ROOT, Guest
+from tracing import ftrace_record
+
+sys.path.insert(0, str(ROOT))
+from tracepoints import report  # noqa: E402
 
 FAST = "nvme0n1"
 
@@ -227,7 +231,7 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         g.set_attr(dev, "max_inflight", 4)
         args = (f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=randrw "
                 "--bs=4k --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime=4")
-        text = _record(g, f"""
+        text = ftrace_record(g, "k2", f"""
 fio --output-format=json --output=/tmp/fio.json {args} &
 pid=$!
 sleep 1.5
