@@ -349,7 +349,11 @@ class VM:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "VM":
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()  # no QEMU left behind by a boot that failed
+            raise
 
     def __exit__(self, *exc: object) -> None:
         if os.environ.get("VM_KEEP"):
