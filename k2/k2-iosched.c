@@ -40,13 +40,14 @@
  * kd->lock protects the staging queues, their trees and counts, the
  * dispatch statistics and the stall detector; it is a plain spinlock,
  * never taken in interrupt context.  insert_requests, dispatch_request and
- * bio_merge (when something is queued) take it, and the core calls the merge callbacks (request_merge,
- * request_merged, requests_merged, next_request, former_request) from
- * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge(), which K2
- * calls with it held.  The queues are device-wide, not per hardware queue,
- * because both the priority order and the bound are device-wide; like
- * mq-deadline, K2 sets QUEUE_FLAG_SQ_SCHED and may return a request of
- * another hardware queue than the one being run.
+ * bio_merge (when something is queued) take it, and the core calls the
+ * merge callbacks (request_merge, request_merged, requests_merged,
+ * next_request, former_request) from blk_mq_sched_try_merge() and
+ * blk_mq_sched_try_insert_merge(), which K2 calls with it held.  The
+ * queues are device-wide, not per hardware queue, because both the
+ * priority order and the bound are device-wide; like mq-deadline, K2 sets
+ * QUEUE_FLAG_SQ_SCHED and may return a request of another hardware queue
+ * than the one being run.
  *
  * finish_request and requeue_request can run in hard interrupt context
  * (completions) and take no lock: the in-flight count is one atomic64 word
