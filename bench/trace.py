@@ -53,8 +53,9 @@ DEFAULT_BUFFER_KB = 16384          # per CPU
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 
-class TraceError(RuntimeError):
-    """Tracing was asked for and cannot be set up, or an event does not exist."""
+class TraceError(TargetError):
+    """Tracing was asked for and cannot be set up, or an event does not exist
+    (a TargetError: the command line reports it, clean-ups carry on after it)."""
 
 
 # ---------------------------------------------------------------------------
@@ -225,6 +226,7 @@ class Ftrace(Tracer):
 
     def __init__(self, target: Target, buffer_kb: int = DEFAULT_BUFFER_KB):
         super().__init__(target, buffer_kb)
+        self.roots = TRACEFS        # where tracefs may be, the first is where to mount it
         self.root = ""
         self.mounted = False
 
@@ -233,23 +235,22 @@ class Ftrace(Tracer):
         return f"{self.root}/instances/{self.tag}"
 
     def find_tracefs(self) -> str:
-        for d in TRACEFS:
+        for d in self.roots:
             if self.t.run(f"[ -e {d}/instances ]").rc == 0:
                 return d
-        r = self.t.run(f"mount -t tracefs nodev {TRACEFS[0]}")
-        if r.rc != 0 or self.t.run(f"[ -e {TRACEFS[0]}/instances ]").rc != 0:
+        root = self.roots[0]
+        r = self.t.run(f"mount -t tracefs nodev {root}")
+        if r.rc != 0 or self.t.run(f"[ -e {root}/instances ]").rc != 0:
             raise TraceError(f"no tracefs: it is not mounted and `mount -t tracefs nodev "
-                             f"{TRACEFS[0]}` failed ({r.out.strip()}); a kernel with "
+                             f"{root}` failed ({r.out.strip()}); a kernel with "
                              "CONFIG_FTRACE and root are needed")
         self.mounted = True
-        return TRACEFS[0]
+        return root
 
     def setup(self, on_exit: OnExit, candidates: Iterable[str] = ()) -> dict[str, set[str]]:
         self.root = self.find_tracefs()
         if self.mounted:
-            on_exit(f"tracefs unmounted from {self.root}",
-                    lambda: self.t.check(f"umount {self.root}", what="unmounting tracefs")
-                    and None)
+            on_exit(f"tracefs unmounted from {self.root}", self.unmount)
         self.keep_top_expansion(on_exit)
         i = self.inst
         self.t.check(f"mkdir {q(i)}", what="creating an ftrace instance")
@@ -266,6 +267,9 @@ class Ftrace(Tracer):
             if len(f) == 2 and f[1] != "*":
                 avail.setdefault(f[0], set()).add(f[1])
         return avail
+
+    def unmount(self) -> None:
+        self.t.check(f"umount {self.root}", what="unmounting tracefs")
 
     def keep_top_expansion(self, on_exit: OnExit) -> None:
         """The kernel allocates its top-level buffer lazily ("7 (expanded:
@@ -305,7 +309,7 @@ class Ftrace(Tracer):
         i = self.inst
         tmp = f"{self.t.tmpdir}/trace.txt.gz"
         out = self.t.check(
-            f"echo 0 > {i}/tracing_on; echo > {i}/set_event; "
+            f"mkdir -p {q(self.t.tmpdir)}; echo 0 > {i}/tracing_on; echo > {i}/set_event; "
             f"for c in {i}/per_cpu/cpu*; do echo \"== ${{c##*cpu}}\"; cat $c/stats; done"
             + (f"; gzip -1 -c {i}/trace > {q(tmp)}" if dest is not None else ""),
             what="reading the ftrace statistics")
@@ -483,8 +487,8 @@ def make_tracer(kind: str, target: Target, buffer_kb: int) -> Tracer:
 
 
 def setup(target: Target, kind: str | None, extra: str, buffer_kb: int,
-          schedulers: list[str], device_kind: str, record: list[str], on_exit: OnExit
-          ) -> Tracing | None:
+          schedulers: list[str], device_kind: str, record: list[str], on_exit: OnExit,
+          tracer: Tracer | None = None) -> Tracing | None:
     """The tracing of one `bench run`: with @kind (--trace) every run's
     events; else, when configurations ask for @record events, an ftrace
     instance recording only those; else None."""
@@ -492,7 +496,7 @@ def setup(target: Target, kind: str | None, extra: str, buffer_kb: int,
         if extra:
             raise ValueError("--trace-events needs --trace ftrace|lttng")
         return None
-    tracer = make_tracer(kind or "ftrace", target, buffer_kb)
+    tracer = tracer or make_tracer(kind or "ftrace", target, buffer_kb)
     user = parse_events(extra)
     wanted = parse_events(record) if kind is None else user
     candidates = [system_of(s) for s in schedulers if s != "none"] + \
