@@ -193,6 +193,7 @@ class Tracer(ABC):
         self.t = target
         self.buffer_kb = buffer_kb
         self.tag = f"bench-{os.getpid()}"
+        self.missing: list[str] = []    # what setup could not find (an LTTng probe)
 
     @abstractmethod
     def setup(self, on_exit: OnExit, candidates: Iterable[str]) -> dict[str, set[str]]:
@@ -376,8 +377,10 @@ class Lttng(Tracer):
             try:
                 if devmod.load_module(t, mod):
                     on_exit(f"module {mod} unloaded", self._unloader(mod))
-            except DeviceError:
-                pass   # no probe: its events stay unavailable, select_events says so
+            except DeviceError as e:
+                # its events stay unavailable; said if they were wanted
+                self.missing.append(f"{sys_}: {e} (make lttng-probes, then install "
+                                    "the probes as the README's Tracing section says)")
         # undone last first: sessions, then the daemon we started (it holds the
         # probes), then the probes
         if daemon:
@@ -402,8 +405,9 @@ class Lttng(Tracer):
 
     def _stop_daemon(self, pids: list[str]) -> None:
         p = " ".join(q(x) for x in pids)
-        if self.t.run(f"kill {p} 2>/dev/null; for i in $(seq 100); do kill -0 {p} 2>/dev/null "
-                      "|| exit 0; sleep 0.1; done; exit 1").rc != 0:
+        if self.t.run(f"kill {p} 2>/dev/null; for i in $(seq 100); do alive=; "
+                      f"for x in {p}; do kill -0 $x 2>/dev/null && alive=1; done; "
+                      "[ -z \"$alive\" ] && exit 0; sleep 0.1; done; exit 1").rc != 0:
             raise TraceError(f"lttng-sessiond ({p}) did not stop")
 
     def prepare(self, specs: list[EventSpec], run: str) -> None:
@@ -502,11 +506,16 @@ def setup(target: Target, kind: str | None, extra: str, buffer_kb: int,
     candidates = [system_of(s) for s in schedulers if s != "none"] + \
         (["ssdsim"] if device_kind == "ssdsim" else []) + [s.system for s in wanted]
     avail = tracer.setup(on_exit, candidates)
-    if kind is None:
-        chosen, notes = select_events(avail, [], "", wanted)
-        return Tracing(tracer, chosen, save=False, notes=notes)
-    chosen, notes = select_events(avail, schedulers, device_kind, user)
-    return Tracing(tracer, chosen, save=True, notes=notes)
+    try:
+        if kind is None:
+            chosen, notes = select_events(avail, [], "", wanted)
+        else:
+            chosen, notes = select_events(avail, schedulers, device_kind, user)
+    except TraceError as e:
+        raise TraceError("; ".join([str(e), *tracer.missing])) from None
+    gone = {n.split()[1] for n in notes}       # "no <sys> events to record ..."
+    notes += [m for m in tracer.missing if m.split(":")[0] in gone]
+    return Tracing(tracer, chosen, save=kind is not None, notes=notes)
 
 
 # ---------------------------------------------------------------------------

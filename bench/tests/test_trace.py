@@ -387,3 +387,21 @@ def test_overhead_report_k2_traced_vs_untraced(tmp_path: Path) -> None:
     assert s["k2_traced_vs_untraced"]["median"] == pytest.approx(0.9)
     assert "## Traces" not in text       # nothing was kept
     assert overhead.TRACED == "k2+trace"
+
+
+def test_missing_probe_is_said() -> None:
+    """An LTTng probe that cannot be loaded: its events are missing, and the
+    error (nothing else to trace) or the note says why."""
+    class NoProbes(FakeTracer):
+        def setup(self, on_exit: Any, candidates: Any = ()) -> dict[str, set[str]]:
+            self.missing = ["k2: cannot load module lttng-probe-k2: not found"]
+            return {"kyber": {"kyber_latency"}}
+    t = FakeTarget()
+    with pytest.raises(TraceError, match="nothing to trace.*; k2: cannot load module "
+                                         "lttng-probe-k2"):
+        trace.setup(t, "lttng", "", 1024, ["k2"], "nvme", [], lambda *a: None,
+                    tracer=NoProbes(t))
+    tr = trace.setup(t, "lttng", "", 1024, ["k2", "kyber"], "nvme", [], lambda *a: None,
+                     tracer=NoProbes(t))
+    assert tr is not None and tr.events == [EventSpec("kyber")]
+    assert tr.notes[-1] == "k2: cannot load module lttng-probe-k2: not found"
