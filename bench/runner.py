@@ -305,8 +305,9 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                     (runs_dir / f"{base}.fio").write_text(c.jobfile)
                     tr = ctx.tracing
                     events = tr.events_for(c) if tr is not None else []
-                    if tr is not None and events:
+                    if tr is not None:
                         tr.tracer.prepare(events, base)
+                    if tr is not None and events:
                         start, stop = tr.tracer.start_cmd(), tr.tracer.stop_cmd()
                     else:
                         start = stop = ""

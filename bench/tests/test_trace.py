@@ -119,12 +119,14 @@ class TracefsTarget(LocalTarget):
     def __init__(self, root: Path):
         super().__init__(str(root.parent / "tmp"))
         self.root = root
+        self.log: list[str] = []
         (root / "instances").mkdir(parents=True)
         for f, v in (("tracing_on", "1"), ("trace_clock", "[local] global mono"),
                      ("buffer_size_kb", "7 (expanded: 1408)"), ("set_event", "sched:sched_switch")):
             (root / f).write_text(v + "\n")
 
     def run(self, script: str, timeout: float = 300.0) -> Result:
+        self.log.append(script)
         script = re.sub(r"echo mono > (\S+)/trace_clock", r"echo 'local global [mono]' > \1/trace_clock",
                         script)
         script = script.replace("rmdir ", "rm -r ")
@@ -180,7 +182,18 @@ def test_ftrace_instance_commands_and_restore(tmp_path: Path) -> None:
     assert (tmp_path / "001-x.trace.txt").read_text() == TRACE
     assert info["lost"] == 7 and info["entries"] == 20 and info["written"] == 25
     assert info["per_cpu"][1]["dropped events"] == 2
-    assert _lines(inst / "set_event") == []           # events off between runs
+    # the next run with the same events leaves them on (no code patching
+    # between runs); one without events switches them off
+    assert len(_lines(inst / "set_event")) == 3
+    n = len(t.log)
+    ft.prepare(tr.events, "002-x")
+    assert len(t.log) == n + 1 and "set_event;" not in t.log[-1]
+    assert len(_lines(inst / "set_event")) == 3
+    (inst / "set_event").write_text("k2:*\n")        # a module reload dropped some
+    ft.prepare(tr.events, "003-x")
+    assert _lines(inst / "set_event") == ["k2:*", "ssdsim:*", "block:block_rq_issue"]
+    ft.prepare([], "004-x")
+    assert _lines(inst / "set_event") == []
 
     done = cleanups.run()
     assert not inst.exists()
@@ -283,7 +296,7 @@ def test_runner_records_only_the_configurations_that_ask(tmp_path: Path) -> None
     assert "trace" not in runs["n"]
     assert runs["k"]["trace"] == {"tracer": "ftrace", "events": ["k2"], "file": None,
                                   "lost": 0, "written": 3}
-    assert tracer.calls == ["prepare 002-k k2", "finish None"]
+    assert tracer.calls == ["prepare 001-n ", "prepare 002-k k2", "finish None"]
     assert [": START" in s for s in t.log if "fio --output" in s] == [False, True]
 
 
