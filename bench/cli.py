@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import suites
+from bench.trace import DEFAULT_BUFFER_KB, TRACERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,6 +19,8 @@ examples:
   python3 -m bench run kyber-baseline --device /dev/nvme0n1 --destroy-data /dev/nvme0n1
   python3 -m bench run overhead --allow-null-blk
   python3 -m bench run k2 --vm --device ssdsim0 --short  # in the VM test bed
+  python3 -m bench run k2 --device /dev/nvme0n1 --short --trace ftrace   # with k2's events
+  python3 -m bench run overhead --allow-null-blk --schedulers k2 --traced # tracing's cost
   python3 -m bench report results/k2-nvme0n1-20250101-120000
   python3 -m bench select results/k2-nvme0n1-20250101-120000 --alpha 50 --beta 80
   python3 -m bench demo                                    # VM, short suites, reports
@@ -50,6 +53,17 @@ def _common(p: argparse.ArgumentParser, suite: suites.Suite) -> None:
     g.add_argument("--ioengine", choices=["io_uring", "libaio"], default="io_uring",
                    help="engine of the asynchronous jobs (default io_uring)")
     g.add_argument("--no-pin", action="store_true", help="do not pin jobs to CPUs")
+    t = p.add_argument_group("tracing")
+    t.add_argument("--trace", choices=TRACERS,
+                   help="record a trace beside each fio run (runs/NNN-*.trace.txt with "
+                        "ftrace, runs/NNN-*.lttng/ with LTTng): the trace systems of the "
+                        "measured schedulers (k2, ...) and of ssdsim when the device is "
+                        "ssdsim; the report adds staged/device time per configuration")
+    t.add_argument("--trace-events", metavar="SYS[:EVENT],...",
+                   help="with --trace: more events to record, e.g. block:block_rq_issue")
+    t.add_argument("--trace-buffer-kb", type=int, default=DEFAULT_BUFFER_KB,
+                   help=f"trace buffer per CPU in KiB (default {DEFAULT_BUFFER_KB}); lost "
+                        "events are counted in the manifest and the report")
     o = p.add_argument_group("output")
     o.add_argument("--results-dir", default=str(ROOT / "results"),
                    help="parent of the results folder (default: results/ in the project)")
@@ -116,6 +130,9 @@ def cmd_run(a: argparse.Namespace, argv: Sequence[str]) -> int:
         return 0
     from bench.vm import booted, test_kernels
     kernel = a.kernel or test_kernels()[0]
+    if a.trace == "lttng":
+        from bench.vm import build_lttng
+        build_lttng(kernel)
     with booted(kernel, build=True) as target:
         if getattr(a, "device", None) and a.device.lstrip("/").removeprefix("dev/").startswith(
                 "ssdsim"):

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from bench import results as resmod  # noqa: E402
 from bench.results import Results  # noqa: E402
+from bench.trace import report_section as trace_section  # noqa: E402
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -95,6 +96,7 @@ def header(res: Results, title: str) -> str:
                  f"status **{m.get('status', '?')}**; {p['reps']} repetition(s), "
                  f"{p['runtime']:g} s each after a {p['ramp']:g} s ramp; ioengine {p['ioengine']}"),
         ("Order", f"configurations in random order, seed {p['seed']}"),
+        *trace_rows(p),
         ("When", f"{m.get('created', '?')} – {m.get('finished', '?')}"),
         ("Command", f"`{' '.join(m.get('command', []))}`"),
     ]
@@ -110,6 +112,17 @@ def header(res: Results, title: str) -> str:
                    + (f": {m['error']}" if m.get("error") else "")
                    + "; the tables below hold what completed.\n")
     return "\n".join(out)
+
+
+def trace_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
+    tr = p.get("trace")
+    if not tr:
+        return []
+    what = "every run, kept beside it" if tr.get("saved") else \
+        "only in the runs that measure tracing's cost, not kept"
+    return [("Tracing", f"{tr['tracer']}, {tr.get('buffer_kb_per_cpu')} KiB per CPU"
+             + (f", clock {tr['clock']}" if tr.get("clock") else "")
+             + f"; events {', '.join(tr.get('events', []))}; {what}")]
 
 
 NULL_BLK_SHOWN = {"queue_mode", "irqmode", "completion_nsec", "submit_queues",
@@ -133,13 +146,17 @@ def write(folder: str | Path) -> Path:
     for old in plots.glob("*.png"):
         old.unlink()
     rep = suite.report(res, plots)
-    text = header(res, f"{suite.title}") + "\n" + rep.body
+    traces, trace_summary = trace_section(res)
+    text = header(res, f"{suite.title}") + "\n" + rep.body + traces
     text += ("\n## Files\n\n`manifest.json` (parameters, order, one record per run), "
              "`runs/NNN-*.fio` (the exact job files), `runs/NNN-*.json` (fio's output), "
-             "`plots/`.\n")
+             + ("`runs/NNN-*.trace.txt` or `runs/NNN-*.lttng/` (the traces), "
+                if trace_summary else "")
+             + "`plots/`.\n")
+    summary = {**rep.summary, **({"traces": trace_summary} if trace_summary else {})}
     path = res.folder / "report.md"
     path.write_text(text)
-    (res.folder / "summary.json").write_text(json.dumps(rep.summary, indent=1, sort_keys=True)
+    (res.folder / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True)
                                              + "\n")
     (res.folder / "headline.md").write_text(rep.headline)
     return path

@@ -12,6 +12,8 @@ Results folder (results/<suite>-<device>-<UTC time>/):
   runs/NNN-<key>.fio   the exact job file of run NNN
   runs/NNN-<key>.json  fio's raw JSON output
   runs/NNN-<key>.log   fio's stdout/stderr
+  runs/NNN-<key>.trace.txt  with --trace ftrace: the events of that run (text)
+  runs/NNN-<key>.lttng/     with --trace lttng: its CTF trace
 """
 from __future__ import annotations
 
@@ -29,12 +31,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bench import device as devmod
 from bench import fio
 from bench.device import DeviceError, DeviceInfo
 from bench.target import Target, TargetError, q
+
+if TYPE_CHECKING:
+    from bench.trace import Tracing
 
 FORMAT = 1
 Label = str | int | float
@@ -53,6 +58,9 @@ class Config:
     seconds: float                        # expected fio wall time (ramp + runtime)
     tunables: tuple[tuple[str, Label], ...] = ()
     labels: tuple[tuple[str, Label], ...] = ()
+    #: trace events (SYS or SYS:EVENT) recorded into the ftrace ring buffer
+    #: during this run and not kept: what tracing costs (overhead --traced)
+    record_events: tuple[str, ...] = ()
 
     def label(self, name: str) -> Label:
         return dict(self.labels)[name]
@@ -95,6 +103,7 @@ class RunContext:
     out: TextIO = sys.stdout
     params: dict[str, Any] = field(default_factory=dict)   # runtime, ramp, reps
     state: dict[str, Any] = field(default_factory=dict)    # the suite's own
+    tracing: Tracing | None = None                          # --trace, or record_events
 
     @property
     def dev(self) -> str:
@@ -189,18 +198,23 @@ def apply(ctx: RunContext, c: Config) -> dict[str, str]:
 JSON_MARK = "@@bench: fio json@@"
 
 
-def run_fio(target: Target, jobfile: str, timeout: float, remote_base: str
-            ) -> tuple[int, str, str]:
+def run_fio(target: Target, jobfile: str, timeout: float, remote_base: str,
+            start: str = "", stop: str = "") -> tuple[int, str, str]:
     """Run a job file on the target: (exit status, fio's JSON text, its log).
-    One round trip: write the job file, run fio, print its log and JSON."""
+    One round trip: write the job file, run fio, print its log and JSON.
+    @start and @stop (shell text: a tracer's) run right before and after fio."""
     job = remote_base + ".fio"
     out = remote_base + ".json"
     if "\nEOF\n" in f"\n{jobfile}\n":
         raise ValueError("a job file line reads EOF")
+    if start:
+        start = f"{start} || {{ echo 'bench: could not start tracing'; exit 97; }}; "
+    if stop:
+        stop = f"{stop}; "
     r = target.run(f"mkdir -p {q(os.path.dirname(job))} && cat > {q(job)} <<'EOF'\n"
                    f"{jobfile.rstrip()}\nEOF\n"
-                   f"rm -f {q(out)}; fio --output-format=json --output={q(out)} {q(job)} "
-                   f"> {q(out)}.log 2>&1; rc=$?; cat {q(out)}.log; echo; echo '{JSON_MARK}'; "
+                   f"rm -f {q(out)}; {start}fio --output-format=json --output={q(out)} {q(job)} "
+                   f"> {q(out)}.log 2>&1; rc=$?; {stop}cat {q(out)}.log; echo; echo '{JSON_MARK}'; "
                    f"cat {q(out)} 2>/dev/null; exit $rc", timeout=timeout)
     log, sep, text = r.out.partition(f"\n{JSON_MARK}\n")
     if not sep:     # killed (timeout) before the marker
@@ -294,15 +308,33 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                     actual = apply(ctx, c)
                     base = f"{i:03d}-{safe_key(c.key)}"
                     (runs_dir / f"{base}.fio").write_text(c.jobfile)
-                    rc, text, log = run_fio(t, c.jobfile, c.seconds * 3 + 120, remote)
+                    tr = ctx.tracing
+                    events = tr.events_for(c) if tr is not None else []
+                    if tr is not None:
+                        tr.tracer.prepare(events, base)
+                    if tr is not None and events:
+                        start, stop = tr.tracer.start_cmd(), tr.tracer.stop_cmd()
+                    else:
+                        start = stop = ""
+                    rc, text, log = run_fio(t, c.jobfile, c.seconds * 3 + 120, remote,
+                                            start, stop)
                     (runs_dir / f"{base}.json").write_text(text)
                     (runs_dir / f"{base}.log").write_text(log)
+                    traced: dict[str, Any] = {}
+                    if tr is not None and events:
+                        name = f"{base}{tr.suffix()}" if tr.save else None
+                        traced = {"tracer": tr.tracer.kind,
+                                  "events": [str(e) for e in events],
+                                  "file": f"runs/{name}" if name else None,
+                                  **tr.tracer.finish(runs_dir / name if name else None)}
                     secs = time.monotonic() - t0
                     rec = {"i": i, "phase": ph.name, "key": c.key, "rep": rep,
                            "scheduler": c.scheduler, "tunables": actual,
                            "labels": dict(c.labels), "job": f"runs/{base}.fio",
                            "json": f"runs/{base}.json", "log": f"runs/{base}.log",
                            "started": started, "seconds": round(secs, 2), "rc": rc}
+                    if traced:
+                        rec["trace"] = traced
                     manifest.data["runs"].append(rec)
                     manifest.save()
                     res = check_fio(rc, text, log)

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from bench import device as devmod
 from bench import report as reportmod
 from bench import suites
+from bench import trace as tracemod
 from bench.device import DeviceError
 from bench.runner import FORMAT, Cleanups, Manifest, RunContext, execute, now_iso
 from bench.suites import Sched, Suite
@@ -136,11 +137,22 @@ def run_suite(target: Target, args: argparse.Namespace, out: TextIO = sys.stdout
                          sched_info=sched_info, notes=notes, out=out)
         ctx.params = {"runtime": runtime, "ramp": ramp, "reps": reps}
         plan = suite.plan(ctx)
+        measured = list(dict.fromkeys(c.scheduler for c in plan.configs()))
+        record = list(dict.fromkeys(e for c in plan.configs() for e in c.record_events))
+        ctx.tracing = tracemod.setup(target, args.trace, args.trace_events or "",
+                                     args.trace_buffer_kb, measured, info.kind, record,
+                                     cleanups.add)
+        if ctx.tracing is not None:
+            plan.notes += ctx.tracing.notes
+            plan.params["trace"] = ctx.tracing.describe()
         folder = folder_for(args, suite, dev)
         n = len(plan.configs()) * reps
         print(f"{suite.name} on /dev/{dev} ({info.model}, {target.name()}, kernel "
               f"{target.describe().get('kernel')}): {n} runs, results in {folder}",
               file=out, flush=True)
+        if ctx.tracing is not None and ctx.tracing.save:
+            print(f"tracing with {ctx.tracing.tracer.kind}: "
+                  + ", ".join(map(str, ctx.tracing.events)), file=out, flush=True)
         manifest = Manifest(folder, {
             "format": FORMAT, "suite": suite.name, "title": suite.title,
             "status": "planned", "command": command or sys.argv,

@@ -35,6 +35,16 @@ def build_modules(kernel: str) -> Path:
     return ROOT / ".build" / kernel
 
 
+def build_lttng(kernel: str) -> None:
+    """LTTng's kernel tracer and the project's probes into .build/<kernel>/lttng/
+    (the VM takes every module there)."""
+    r = subprocess.run(["make", "-s", "-C", str(ROOT), f"KVER={kernel}", "lttng-probes"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise VMError(f"building LTTng's modules for {kernel} failed:\n"
+                      + (r.stdout + r.stderr)[-3000:])
+
+
 @contextmanager
 def booted(kernel: str, build: bool = True, attempts: int = 2) -> Iterator[VMTarget]:
     """A VM of @kernel with the project's modules, as a Target.  A VM that

@@ -7,7 +7,12 @@ never limits (max_inflight = the queue depth).
 Each scheduler X is measured in a block none, X, X, none, so that slow
 drift (other load, thermal) cancels in the block's ratio X/none; blocks run
 in seeded random order and are repeated.  Reported: medians and ranges of
-the ratios, and K2's ratio to fifo-ref and to mq-deadline."""
+the ratios, and K2's ratio to fifo-ref and to mq-deadline.
+
+With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
+recorded into an ftrace ring buffer during those runs) is measured the same
+way, and the report gives K2 traced / K2 untraced: what enabled tracepoints
+cost per request."""
 from __future__ import annotations
 
 import argparse
@@ -31,6 +36,8 @@ NULL_BLK: dict[str, int | str] = {
     "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
     "hw_queue_depth": 256, "nr_devices": 1, "gb": 16, "bs": 4096, "memory_backed": 0}
 SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2"]
+TRACED = "k2+trace"              # k2 with its events recorded (--traced)
+ORDER = SCHEDS + [TRACED]
 
 
 def run_iops(r: Run) -> float:
@@ -70,6 +77,17 @@ def block_ratios(res: Results) -> dict[int, dict[str, list[dict[str, float]]]]:
     return out
 
 
+def events_per_io(res: Results, nj: int) -> list[float]:
+    """Trace events written per fio I/O in each traced run with @nj jobs."""
+    out = []
+    for r in res.where(jobs=nj, sched=TRACED):
+        written = r.rec.get("trace", {}).get("written")
+        ios = sum(r.job(j).ios for j in r.jobs())
+        if written is not None and ios:
+            out.append(written / ios)
+    return out
+
+
 def relative(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[float]:
     """Per repetition, a's ratio to none over b's (repetitions paired in order)."""
     return [x["ratio"] / y["ratio"] for x, y in zip(a, b) if y["ratio"]]
@@ -92,6 +110,10 @@ class Overhead(Suite):
         p.add_argument("--iodepth", type=int, default=32, help="per job (default 32)")
         p.add_argument("--schedulers", type=csv(str, SCHEDS), default=SCHEDS,
                        help=f"compared with none (default {','.join(SCHEDS)})")
+        p.add_argument("--traced", action="store_true",
+                       help=f"also measure {TRACED}: k2 with its trace events (system k2) "
+                            "recorded into an ftrace ring buffer during those runs; the "
+                            "report gives K2 traced / K2 untraced")
         p.add_argument("--allow-null-blk", action="store_true",
                        help="on this machine: allow loading (and afterwards unloading) "
                             "the null_blk module for /dev/nullb0")
@@ -142,28 +164,41 @@ class Overhead(Suite):
             notes.append(f"job i pinned to CPU i mod {cpus}")
         if cpus and max(a.jobs) > cpus:
             notes.append(f"{max(a.jobs)} jobs on {cpus} CPUs: jobs share CPUs")
+        measured: list[tuple[str, str]] = [(x, x) for x in scheds]  # (label, elevator)
+        if a.traced:
+            if a.trace:
+                raise ValueError("--traced compares k2 traced with k2 untraced; with --trace "
+                                 "every run is traced: use one of them")
+            if "k2" not in scheds:
+                raise ValueError(f"--traced needs k2 among the schedulers, and k2 is "
+                                 f"{'not available' if 'k2' in a.schedulers else 'not chosen'}")
+            measured.append((TRACED, "k2"))
+            notes.append(f"{TRACED}: k2 with every k2 event recorded into an ftrace ring "
+                         "buffer (overwritten when full, not saved) during its runs")
         blocks = []
         for nj in a.jobs:
             g = jobs.common(ctx.device.path, runtime, ramp, a.ioengine)
             g.update({"rw": "randread", "bs": "4k", "iodepth": a.iodepth})
             js = [jobs.Job(f"j{i}", {"cpus_allowed": i % cpus} if cpus else {})
                   for i in range(nj)]
-            for x in scheds:
+            for x, elv in measured:
                 tun: tuple[tuple[str, str | int | float], ...] = ()
-                if x == "k2":
+                if elv == "k2":
                     tun = (("max_inflight", int(ctx.sched_info["k2"]["nr_requests"])),)
                 block = []
                 for slot, (s, tag) in enumerate((("none", "a"), (x, "a"), (x, "b"),
                                                  ("none", "b"))):
                     text = jobs.render(g, js, comment=f"overhead: {nj} job(s), {s} "
                                        f"(block {x}, slot {slot})")
-                    block.append(Config(f"j{nj}/{x}/{s}-{tag}", s, text, runtime + ramp,
-                                        tunables=tun if s == x else (),
+                    block.append(Config(f"j{nj}/{x}/{s}-{tag}", elv if s == x else s, text,
+                                        runtime + ramp, tunables=tun if s == x else (),
                                         labels=(("jobs", nj), ("pair", x), ("sched", s),
-                                                ("slot", slot))))
+                                                ("slot", slot)),
+                                        record_events=("k2",) if s == TRACED else ()))
                 blocks.append(block)
         return Plan([Phase("null_blk", blocks)], notes,
-                    {"jobs": a.jobs, "iodepth": a.iodepth, "schedulers": scheds})
+                    {"jobs": a.jobs, "iodepth": a.iodepth,
+                     "schedulers": [x for x, _ in measured]})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         from bench import fio
@@ -181,8 +216,8 @@ class Overhead(Suite):
         head: list[str] = []
         for nj in sorted(data):
             rows = []
-            for x in [s for s in SCHEDS if s in data[nj]] + sorted(
-                    s for s in data[nj] if s not in SCHEDS):
+            for x in [s for s in ORDER if s in data[nj]] + sorted(
+                    s for s in data[nj] if s not in ORDER):
                 bl = data[nj][x]
                 ratio = summarize(b["ratio"] for b in bl)
                 iops = summarize(b["iops"] for b in bl)
@@ -210,6 +245,16 @@ class Overhead(Suite):
                                 f"K2's ratio to none over {ref}'s)\n")
                     summary[str(nj)][f"k2_vs_{ref}"] = {"median": rel.median, "min": rel.lo,
                                                         "max": rel.hi}
+            if k2 and data[nj].get(TRACED):
+                rel = summarize(relative(data[nj][TRACED], k2))
+                per_io = summarize(events_per_io(res, nj))
+                comp.append(f"- K2 traced / K2 untraced: {rel.fmt_median(1, 3)} (per "
+                            f"repetition, {TRACED}'s ratio to none over k2's; "
+                            f"{per_io.fmt_median(1, 2)} trace events written per I/O, "
+                            "ramp included)\n")
+                summary[str(nj)]["k2_traced_vs_untraced"] = {
+                    "median": rel.median, "min": rel.lo, "max": rel.hi,
+                    "events_per_io_median": per_io.median}
             if comp:
                 out.append("\n" + "".join(comp))
                 head.append("".join(comp))
@@ -220,7 +265,7 @@ class Overhead(Suite):
         fig, ax = figure(1, 1, width=6.4, height=3.6)
         a = ax[0][0]
         njs = sorted(data)
-        scheds = [s for s in SCHEDS if any(s in data[n] for n in njs)]
+        scheds = [s for s in ORDER if any(s in data[n] for n in njs)]
         width = 0.8 / max(1, len(njs))
         for k, nj in enumerate(njs):
             xs, ys, lo, hi = [], [], [], []

@@ -124,7 +124,7 @@ class FakeTarget(Target):
         if s == "grep -c ^processor /proc/cpuinfo":
             return Result(0, "2\n")
         m = re.fullmatch(r"mkdir -p \S+ && cat > (\S+) <<'EOF'\n(.*)\nEOF\n"
-                         r"rm -f (\S+); fio --output-format=json --output=(\S+) (\S+) .*", s,
+                         r"rm -f (\S+); (?:.*?; )?fio --output-format=json --output=(\S+) (\S+) .*", s,
                          re.S)
         if m:
             job, text = m.group(1), m.group(2)

@@ -3,6 +3,10 @@ key matches a pattern, and in fio's JSON only the fields the reports read
 (fio's own layout, minus histograms and per-second statistics).
 
     python3 -m bench.tests.trim_results SRC DST --keep 'empty/randread/' [--rep 0]
+        [--trace-lines 80]
+
+A run's ftrace text trace keeps its header and first --trace-lines events
+(all by default); an LTTng trace directory is copied as it is.
 """
 from __future__ import annotations
 
@@ -45,12 +49,26 @@ def trim(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def trim_trace(text: str, events: int | None) -> str:
+    """An ftrace text trace's header and its first @events events (None: all)."""
+    out: list[str] = []
+    n = 0
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("#"):
+            n += 1
+            if events is not None and n > events:
+                break
+        out.append(line)
+    return "".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src", type=Path)
     ap.add_argument("dst", type=Path)
     ap.add_argument("--keep", action="append", required=True, help="regex on run keys")
     ap.add_argument("--rep", type=int, action="append", help="keep only these repetitions")
+    ap.add_argument("--trace-lines", type=int, help="events kept of each ftrace text trace")
     a = ap.parse_args()
     m = json.loads((a.src / "manifest.json").read_text())
     pats = [re.compile(p) for p in a.keep]
@@ -66,6 +84,11 @@ def main() -> None:
         (a.dst / r["log"]).write_text((a.src / r["log"]).read_text())
         res = json.loads((a.src / r["json"]).read_text())
         (a.dst / r["json"]).write_text(json.dumps(trim(res), indent=1) + "\n")
+        tr = r.get("trace", {}).get("file")
+        if tr and (a.src / tr).is_dir():
+            shutil.copytree(a.src / tr, a.dst / tr)
+        elif tr:
+            (a.dst / tr).write_text(trim_trace((a.src / tr).read_text(), a.trace_lines))
     m["runs"] = runs
     m["order"] = [[ph, rep, [k for k in block if keep(k, rep)]] for ph, rep, block in m["order"]]
     m["order"] = [o for o in m["order"] if o[2]]
