@@ -11,7 +11,8 @@
  * the device.  Optionally (starvation_ms) a non-RT request that waited that
  * long goes next, at most one such promotion per starvation_ms.  Requests
  * merge front and back through the elevator hash and a per-queue
- * sector-sorted tree, as in mq-deadline.  The decisions themselves live in
+ * sector-sorted tree, as in mq-deadline; only a request that will wait for
+ * a slot is indexed (k2_will_wait()).  The decisions themselves live in
  * k2-core.h (unit-tested in userspace).
  *
  * Interface
@@ -61,7 +62,7 @@
  * Dispatch counts a request only if the core will call finish_request for
  * it (compat_rq_elv_finish(): RQF_ELVPRIV on 6.1, RQF_USE_SCHED on
  * 6.12).  Counting sets K2_RQ_COUNTED in rq->elv.priv[0] and keeps the epoch
- * of the in-flight word in rq->elv.priv[1]; whichever of finish_request
+ * of the in-flight word in its upper half; whichever of finish_request
  * and requeue_request comes first clears the flag and gives the slot back,
  * so only what dispatch counted is ever uncounted, and only once.
  *  - Merges: a request merged into another was queued, never counted;
@@ -183,6 +184,7 @@ struct k2_data {
 	 * WRITE_ONCE(); has_work and bio_merge read it locklessly.
 	 */
 	unsigned int nonempty;
+	unsigned int queued;		/* requests on all queues */
 	u64 dispatched[K2_NR_QUEUES];	/* requests dispatched, per queue */
 	u64 merged[K2_NR_QUEUES];	/* queued requests merged away */
 	u64 uncounted;		/* dispatched without finish_request */
@@ -425,6 +427,7 @@ static void k2_remove_request(struct k2_data *kd, struct request *rq)
 		kd->q->last_merge = NULL;
 	k2_rq_set_state(rq, state & ~(K2_RQ_QUEUED | K2_RQ_ON_RB));
 
+	kd->queued--;
 	if (!--kq->nr)
 		WRITE_ONCE(kd->nonempty, kd->nonempty & ~(1U << idx));
 }
@@ -439,6 +442,26 @@ static void k2_free_requests(struct list_head *list)
 		list_del_init(&rq->queuelist);
 		blk_mq_free_request(rq);
 	}
+}
+
+/*
+ * Will a request queued now wait for a slot, i.e. are there at least as
+ * many requests queued and in flight as the bound allows?  Only such a
+ * request is indexed for merging: one that dispatch hands out at once
+ * would only cost the index its insertion and removal (merges into
+ * requests waiting in a plug happen before insertion anyway).  A request
+ * that ends up waiting after all (a concurrent insert took its slot) only
+ * misses merges.
+ */
+static bool k2_will_wait(struct k2_data *kd)
+{
+	unsigned int bound = k2_bound(READ_ONCE(kd->max_inflight),
+				      READ_ONCE(kd->q->nr_requests));
+
+	lockdep_assert_held(&kd->lock);
+
+	return kd->queued + k2_inflight_count(atomic64_read(&kd->inflight)) >=
+	       bound;
 }
 
 static void k2_insert_request(struct k2_data *kd, struct request *rq,
@@ -472,7 +495,7 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 	 * first; the core skips that callback only for multi-range discards,
 	 * which is why those stay out of the hash the merge loop searches.
 	 */
-	if (blk_mq_sched_try_insert_merge(q, rq, free))
+	if (kd->queued && blk_mq_sched_try_insert_merge(q, rq, free))
 		return;
 
 	trace_block_rq_insert(rq);
@@ -494,7 +517,7 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 			rq->fifo_time = head->fifo_time;
 		list_add(&rq->queuelist, &kq->fifo);
 	} else {
-		if (rq_mergeable(rq)) {
+		if (rq_mergeable(rq) && k2_will_wait(kd)) {
 			elv_rb_add(&kq->sort[rq_data_dir(rq)], rq);
 			state |= K2_RQ_ON_RB;
 			if (!k2_discard_mergable(rq)) {
@@ -507,6 +530,7 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 		list_add_tail(&rq->queuelist, &kq->fifo);
 	}
 	k2_rq_set_state(rq, state | K2_RQ_QUEUED);
+	kd->queued++;
 	if (!kq->nr++)
 		WRITE_ONCE(kd->nonempty, kd->nonempty | (1U << idx));
 }
