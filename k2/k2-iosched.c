@@ -295,17 +295,6 @@ static void k2_trace_complete(struct request *rq, unsigned int qidx,
 			  inflight);
 }
 
-static void k2_trace_throttled(struct k2_data *kd, u32 inflight, u32 bound)
-{
-	unsigned int i, queued = 0;
-
-	if (!trace_k2_throttled_enabled())
-		return;
-	for (i = 0; i < K2_NR_QUEUES; i++)
-		queued += kd->queues[i].nr;
-	trace_k2_throttled(kd->q, inflight, bound, queued);
-}
-
 /*
  * The core only merges a multi-range discard without telling the elevator
  * (no requests_merged); block/blk.h has the same test, not for modules.
@@ -599,7 +588,8 @@ again:
 	}
 	if (sel == K2_PICK_THROTTLED) {
 		kd->throttled++;
-		k2_trace_throttled(kd, k2_inflight_count(word), bound);
+		trace_k2_throttled(kd->q, k2_inflight_count(word), bound,
+				   kd->queued);
 		if (k2_check_stall(kd, word, now))
 			goto again;
 		return NULL;

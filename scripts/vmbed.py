@@ -308,21 +308,16 @@ class VM:
                                      stdout=subprocess.DEVNULL,
                                      stderr=(self.workdir / "qemu.err").open("wb"))
         deadline = t0 + timeout
-        while not agent_path.exists():
-            self._check_alive()
-            if time.monotonic() > deadline:
-                raise VMError("QEMU did not create the agent socket")
-            time.sleep(0.02)
-        while True:  # QEMU binds the socket a moment before it listens
+        while True:  # until QEMU has bound the socket and listens on it
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 self.sock.connect(str(agent_path))
                 break
-            except ConnectionRefusedError:
+            except (FileNotFoundError, ConnectionRefusedError):
                 self.sock.close()
                 self._check_alive()
                 if time.monotonic() > deadline:
-                    raise VMError("QEMU's agent socket refused connections") from None
+                    raise VMError("QEMU's agent socket did not accept a connection") from None
                 time.sleep(0.02)
         while True:  # the greeting can be lost too: ask again
             ping = min(deadline, time.monotonic() + 3.0)
