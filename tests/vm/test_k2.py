@@ -240,7 +240,12 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         text = ftrace_record(g, "k2", f"""
 fio --output-format=json --output=/tmp/fio.json {args} &
 pid=$!
-sleep 1.5
+# reset only once K2 holds requests at the bound (fio may start slowly)
+i=0
+until [ "$(cat /sys/block/{dev}/queue/iosched/inflight)" -ge 4 ]; do
+    i=$((i + 1)); [ $i -le 200 ] || {{ echo "K2 never held 4 requests"; exit 4; }}; sleep 0.05
+done
+sleep 0.2
 echo 1 > /sys/class/nvme/{ctrl}/reset_controller || exit 3
 wait $pid
 """, timeout=180)
