@@ -434,6 +434,16 @@ static void k2_free_requests(struct list_head *list)
 }
 
 /*
+ * The bound in force: max_inflight clamped to the current nr_requests.
+ * Both are read locklessly; sysfs stores change them.
+ */
+static unsigned int k2_cur_bound(struct k2_data *kd)
+{
+	return k2_bound(READ_ONCE(kd->max_inflight),
+			READ_ONCE(kd->q->nr_requests));
+}
+
+/*
  * Will a request queued now wait for a slot, i.e. are there at least as
  * many requests queued and in flight as the bound allows?  Only such a
  * request is indexed for merging: one that dispatch hands out at once
@@ -444,13 +454,10 @@ static void k2_free_requests(struct list_head *list)
  */
 static bool k2_will_wait(struct k2_data *kd)
 {
-	unsigned int bound = k2_bound(READ_ONCE(kd->max_inflight),
-				      READ_ONCE(kd->q->nr_requests));
-
 	lockdep_assert_held(&kd->lock);
 
 	return kd->queued + k2_inflight_count(atomic64_read(&kd->inflight)) >=
-	       bound;
+	       k2_cur_bound(kd);
 }
 
 static void k2_insert_request(struct k2_data *kd, struct request *rq,
@@ -560,8 +567,7 @@ static struct request *__k2_dispatch_request(struct k2_data *kd)
 	if (!nonempty)
 		return NULL;
 
-	bound = k2_bound(READ_ONCE(kd->max_inflight),
-			 READ_ONCE(kd->q->nr_requests));
+	bound = k2_cur_bound(kd);
 	if (nonempty & (1U << K2_BE_QUEUE)) {
 		rq = list_first_entry(&kd->queues[K2_BE_QUEUE].fifo,
 				      struct request, queuelist);
@@ -887,9 +893,7 @@ static ssize_t k2_##name##_show(struct elevator_queue *e, char *page)	\
 	return sysfs_emit(page, "%u\n", (unsigned int)(expr));		\
 }
 
-/* The bound in force: the setting, clamped to the current nr_requests. */
-K2_SHOW_UINT(max_inflight, k2_bound(READ_ONCE(kd->max_inflight),
-				    READ_ONCE(kd->q->nr_requests)));
+K2_SHOW_UINT(max_inflight, k2_cur_bound(kd));
 K2_SHOW_UINT(starvation_ms, READ_ONCE(kd->starvation_ms));
 K2_SHOW_UINT(inflight, k2_inflight_count(atomic64_read(&kd->inflight)));
 #undef K2_SHOW_UINT
