@@ -140,6 +140,7 @@
 #include "blk-mq-sched.h"
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
+#include "iosched-sysfs.h"
 #include "k2-core.h"
 
 #define CREATE_TRACE_POINTS
@@ -863,28 +864,9 @@ static void k2_exit_sched(struct elevator_queue *e)
 }
 
 /*
- * sysfs: /sys/block/<dev>/queue/iosched/
- *
- * A write must be one decimal number in range, surrounding whitespace
- * allowed (echo's newline); anything else, including overflow, fails with
- * EINVAL and changes nothing.
+ * sysfs: /sys/block/<dev>/queue/iosched/, parsed by iosched_parse_uint():
+ * junk fails with EINVAL and changes nothing.
  */
-static int k2_parse_uint(const char *page, size_t count, unsigned int min,
-			 unsigned int max, unsigned int *res)
-{
-	char buf[24];
-	unsigned int val;
-
-	if (count >= sizeof(buf) || memchr(page, '\0', count))
-		return -EINVAL;
-	memcpy(buf, page, count);
-	buf[count] = '\0';
-	if (kstrtouint(strim(buf), 10, &val) || val < min || val > max)
-		return -EINVAL;
-	*res = val;
-	return 0;
-}
-
 #define K2_SHOW_UINT(name, expr)					\
 static ssize_t k2_##name##_show(struct elevator_queue *e, char *page)	\
 {									\
@@ -910,7 +892,7 @@ static ssize_t k2_max_inflight_store(struct elevator_queue *e,
 				 UINT_MAX);
 	unsigned int val;
 
-	if (k2_parse_uint(page, count, 1, max, &val))
+	if (iosched_parse_uint(page, count, 1, max, &val))
 		return -EINVAL;
 	WRITE_ONCE(kd->max_inflight, val);
 	blk_mq_run_hw_queues(kd->q, true);
@@ -925,7 +907,7 @@ static ssize_t k2_starvation_ms_store(struct elevator_queue *e,
 	unsigned int val;
 	unsigned long j;
 
-	if (k2_parse_uint(page, count, 0, K2_MAX_STARVATION_MS, &val))
+	if (iosched_parse_uint(page, count, 0, K2_MAX_STARVATION_MS, &val))
 		return -EINVAL;
 	j = val ? max(msecs_to_jiffies(val), 1UL) : 0;
 	WRITE_ONCE(kd->starvation_jiffies, j);

@@ -15,6 +15,7 @@ class Sched:
 SCHEDULERS = [
     Sched("fifo-ref", "fifo-iosched"),
     Sched("k2", "k2-iosched"),
+    Sched("flashfq", "flashfq-iosched"),
 ]
 
 # What the switching storm rotates through besides ours.

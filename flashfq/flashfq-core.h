@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * FlashFQ decision logic, kept free of any elevator API so that tests/unit
+ * can build it in userspace (with tests/unit/kshim.h) under ASan and UBSan.
+ * The elevator glue in flashfq-iosched.c owns all locking and memory, the
+ * requests and their lists; it tells this file the facts about each task
+ * (how many requests it has queued, in the device and outstanding, and the
+ * start tags at the heads of those) and this file keeps the derived state:
+ * which tasks are active, the virtual time, the anticipation timers and the
+ * dispatch decision.  Every function here is called with the glue's lock
+ * held and does not sleep or allocate.
+ *
+ * FlashFQ (Shen and Park, "FlashFQ: A Fair Queueing I/O Scheduler for
+ * Flash-Based SSDs", USENIX ATC 2013) is start-time fair queueing with
+ * depth D (SFQ(D)) over tasks (I/O contexts), with three changes:
+ *  - Min-SFQ(D) virtual time: the minimum start tag of any outstanding
+ *    request, queued or in the device (not the start tag of the request
+ *    last dispatched, which lets a backlogged task push it ahead of tasks
+ *    whose requests are still in the device);
+ *  - throttled dispatch: a request whose start tag is more than a
+ *    threshold ahead of the most lagging active task's progress waits;
+ *  - anticipation: a task whose synchronous request completed and has
+ *    nothing else outstanding keeps a hypothetical request (start tag: its
+ *    last finish tag) for a while, so that it keeps its place in virtual
+ *    time; for a shorter while that request may also hold back dispatch.
+ *
+ * Tags and virtual time are in "charge" units: nanoseconds of device time
+ * (ffq_cost()) scaled by FFQ_WEIGHT_NORM / weight (ffq_charge()), i.e.
+ * nanoseconds of device time of a task of normal weight.
+ */
+#ifndef _FLASHFQ_CORE_H
+#define _FLASHFQ_CORE_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/ioprio.h>
+#include <linux/stddef.h>
+#else
+#include "kshim.h"
+#endif
+
+/* Tunables: defaults and limits (sysfs, flashfq-iosched.c). */
+#define FFQ_DEFAULT_DEPTH		16U
+#define FFQ_MAX_DEPTH			256U	/* in-flight slots per device */
+#define FFQ_DEFAULT_THROTTLE_US		100000U
+#define FFQ_DEFAULT_ANTIC_US		20000U
+#define FFQ_DEFAULT_ANTIC_BLOCK_US	2000U
+#define FFQ_MAX_TIME_US			10000000U	/* 10 s */
+#define FFQ_MAX_COST_NS			1000000000U	/* 1 s */
+
+/*
+ * Default costs, ns of device time of one request at queue depth 1: those
+ * of ssdsim's default flash timings (read_ns 50 us, program_ns 500 us,
+ * xfer_ns 10 us per 4 KiB page): a 4 KiB read is one array read and one
+ * transfer, a 128 KiB read one array read and 32 transfers, a write the
+ * same with a program.  Real drives differ by an order of magnitude:
+ * `python3 -m bench calibrate flashfq --device DEV` measures them.
+ */
+#define FFQ_DEFAULT_COST_READ_4K	60000U
+#define FFQ_DEFAULT_COST_READ_128K	370000U
+#define FFQ_DEFAULT_COST_WRITE_4K	510000U
+#define FFQ_DEFAULT_COST_WRITE_128K	820000U
+
+/* Weights: 1..8, FFQ_WEIGHT_NORM for every task unless ioprio_weights. */
+#define FFQ_WEIGHT_NORM			4U
+#define FFQ_WEIGHT_MAX			8U
+
+/*
+ * ffq_weight() - a request's weight from its I/O priority
+ *
+ * With @enabled clear (the default) every request has FFQ_WEIGHT_NORM.
+ * Otherwise best-effort and real-time level L (0 highest .. 7) weigh
+ * 8 - L, so the default level 4 weighs 4 and level 0 twice that; the idle
+ * class weighs 1; no class (a task that never set one, whose kernel
+ * default is level 4 of best effort) weighs FFQ_WEIGHT_NORM.
+ */
+static inline unsigned int ffq_weight(unsigned int ioprio, bool enabled)
+{
+	if (!enabled)
+		return FFQ_WEIGHT_NORM;
+	switch (IOPRIO_PRIO_CLASS(ioprio)) {
+	case IOPRIO_CLASS_RT:
+	case IOPRIO_CLASS_BE:
+		return FFQ_WEIGHT_MAX - IOPRIO_PRIO_LEVEL(ioprio);
+	case IOPRIO_CLASS_IDLE:
+		return 1;
+	default:
+		return FFQ_WEIGHT_NORM;
+	}
+}
+
+/* The four calibrated points of the cost model, ns. */
+struct ffq_cost_model {
+	u32 read_4k;
+	u32 read_128k;
+	u32 write_4k;
+	u32 write_128k;
+};
+
+#define FFQ_COST_SMALL		4096U
+#define FFQ_COST_LARGE		131072U
+
+/*
+ * ffq_cost() - device time of a request of @bytes, ns: the straight line
+ * through the 4 KiB and 128 KiB points of its direction, extended on both
+ * sides, and never below 1.  The glue passes what is neither a read nor a
+ * write (discard, write zeroes) as a 4 KiB write.
+ */
+static inline u64 ffq_cost(const struct ffq_cost_model *m, bool write,
+			   u32 bytes)
+{
+	s64 small = write ? m->write_4k : m->read_4k;
+	s64 large = write ? m->write_128k : m->read_128k;
+	s64 cost;
+
+	cost = small + ((s64)bytes - FFQ_COST_SMALL) * (large - small) /
+		(s64)(FFQ_COST_LARGE - FFQ_COST_SMALL);
+	return cost < 1 ? 1 : (u64)cost;
+}
+
+/* ffq_charge() - what a request of @cost ns adds to its task's tags. */
+static inline u32 ffq_charge(u64 cost, unsigned int weight)
+{
+	u64 c;
+
+	if (!weight)
+		weight = 1;
+	c = cost * FFQ_WEIGHT_NORM / weight;
+	if (c > U32_MAX)
+		c = U32_MAX;
+	return c ? (u32)c : 1;
+}
+
+/*
+ * Pairing heap of nodes with u64 keys (smallest first), intrusive and
+ * allocation-free: insert O(1), remove any node O(log n) amortised.  Used
+ * to keep the tasks ordered by head start tag, by outstanding start tag
+ * (virtual time), by progress (throttle) and by anticipation deadline, so
+ * that no decision scans the tasks.  Equal keys come out in no defined
+ * order.
+ */
+struct ffq_hnode {
+	u64 key;
+	struct ffq_hnode *child;	/* first child */
+	struct ffq_hnode *next;		/* next sibling */
+	struct ffq_hnode *prev;		/* previous sibling, or the parent */
+};
+
+struct ffq_heap {
+	struct ffq_hnode *root;
+	unsigned int nr;
+};
+
+static inline bool ffq_hnode_linked(const struct ffq_heap *h,
+				    const struct ffq_hnode *n)
+{
+	return n->prev || h->root == n;
+}
+
+/* Link two heap roots (either may be NULL); returns the new root. */
+static inline struct ffq_hnode *ffq_meld(struct ffq_hnode *a,
+					 struct ffq_hnode *b)
+{
+	struct ffq_hnode *t;
+
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	if (b->key < a->key) {
+		t = a;
+		a = b;
+		b = t;
+	}
+	b->prev = a;
+	b->next = a->child;
+	if (a->child)
+		a->child->prev = b;
+	a->child = b;
+	a->next = NULL;
+	a->prev = NULL;
+	return a;
+}
+
+/* Two-pass pairing of a sibling list; returns the new root. */
+static inline struct ffq_hnode *ffq_merge_pairs(struct ffq_hnode *first)
+{
+	struct ffq_hnode *a, *b, *rest, *stack = NULL, *res = NULL;
+
+	while (first) {
+		a = first;
+		b = a->next;
+		rest = b ? b->next : NULL;
+		a->next = NULL;
+		a->prev = NULL;
+		if (b) {
+			b->next = NULL;
+			b->prev = NULL;
+			a = ffq_meld(a, b);
+		}
+		a->next = stack;
+		stack = a;
+		first = rest;
+	}
+	while (stack) {
+		a = stack;
+		stack = a->next;
+		a->next = NULL;
+		res = ffq_meld(res, a);
+	}
+	return res;
+}
+
+static inline void ffq_heap_insert(struct ffq_heap *h, struct ffq_hnode *n,
+				   u64 key)
+{
+	n->key = key;
+	n->child = NULL;
+	n->next = NULL;
+	n->prev = NULL;
+	h->root = ffq_meld(h->root, n);
+	h->nr++;
+}
+
+static inline void ffq_heap_remove(struct ffq_heap *h, struct ffq_hnode *n)
+{
+	struct ffq_hnode *sub = ffq_merge_pairs(n->child);
+
+	if (h->root == n) {
+		h->root = sub;
+	} else {
+		if (n->prev->child == n)
+			n->prev->child = n->next;
+		else
+			n->prev->next = n->next;
+		if (n->next)
+			n->next->prev = n->prev;
+		h->root = ffq_meld(h->root, sub);
+	}
+	n->child = NULL;
+	n->next = NULL;
+	n->prev = NULL;
+	h->nr--;
+}
+
+/* Put @n in @h with @key, or give it @key if it is there already. */
+static inline void ffq_heap_set(struct ffq_heap *h, struct ffq_hnode *n,
+				u64 key)
+{
+	if (ffq_hnode_linked(h, n)) {
+		if (n->key == key)
+			return;
+		ffq_heap_remove(h, n);
+	}
+	ffq_heap_insert(h, n, key);
+}
+
+static inline void ffq_heap_clear(struct ffq_heap *h, struct ffq_hnode *n)
+{
+	if (ffq_hnode_linked(h, n))
+		ffq_heap_remove(h, n);
+}
+
+static inline struct ffq_hnode *ffq_heap_min(const struct ffq_heap *h)
+{
+	return h->root;
+}
+
+/* Bits of ffq_task.flags. */
+#define FFQ_T_ANTIC	0x1U	/* a hypothetical request is outstanding */
+#define FFQ_T_BLOCKING	0x2U	/* ... and may hold back dispatch */
+#define FFQ_T_EXITED	0x4U	/* its I/O context exited: no new requests */
+
+/*
+ * A task (an I/O context on one device).  The glue sets the facts marked
+ * (glue) and calls ffq_update(); the rest is this file's.
+ */
+struct ffq_task {
+	struct ffq_hnode ready;		/* sched.ready while nr_queued */
+	struct ffq_hnode vt;		/* sched.vt while active */
+	struct ffq_hnode prog;		/* sched.prog while active */
+	struct ffq_hnode timer;		/* sched.timer while anticipated */
+	struct ffq_hnode block;		/* sched.block while blocking */
+
+	u64 last_finish;	/* finish tag of its latest request */
+	u64 last_start;		/* start tag of its last dispatched request */
+	u64 head_start;		/* (glue) start tag of its first queued one */
+	u64 inflight_start;	/* (glue) start tag of its oldest in flight */
+	u64 antic_start;	/* the hypothetical request's start tag */
+	u64 block_until;	/* ns: anticipation may block until then */
+	u64 antic_until;	/* ns: anticipation ends then */
+	unsigned int nr_queued;	/* (glue) requests waiting in the scheduler */
+	unsigned int nr_inflight; /* (glue) requests holding a depth slot */
+	unsigned int nr_out;	/* (glue) requests inserted, not yet freed */
+	unsigned int flags;	/* FFQ_T_* */
+};
+
+/*
+ * Device-wide state.  @ready orders the tasks with queued requests by the
+ * start tag of their first one (the dispatch order: a task's requests are
+ * tagged in arrival order with non-decreasing tags, so its first queued
+ * one has its smallest queued tag); @vt orders the active tasks by their
+ * smallest outstanding start tag (ffq_task_vt_key()); @prog orders them by
+ * progress (ffq_task_progress()); @timer orders the anticipated tasks by
+ * their next deadline and @block the blocking ones by their hypothetical
+ * start tag.
+ */
+struct ffq_sched {
+	struct ffq_heap ready;
+	struct ffq_heap vt;
+	struct ffq_heap prog;
+	struct ffq_heap timer;
+	struct ffq_heap block;
+	u64 vtime;		/* system virtual time, never decreasing */
+	u64 max_finish;		/* largest finish tag given */
+	u32 inflight;		/* (glue) requests holding a depth slot */
+};
+
+static inline void ffq_sched_init(struct ffq_sched *s)
+{
+	*s = (struct ffq_sched){ 0 };
+}
+
+static inline void ffq_task_init(struct ffq_task *t)
+{
+	*t = (struct ffq_task){ 0 };
+}
+
+#define ffq_container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+static inline bool ffq_task_active(const struct ffq_task *t)
+{
+	return t->nr_out || (t->flags & FFQ_T_ANTIC);
+}
+
+/*
+ * A task's progress, for the throttle: the start tag of its first queued
+ * request if it has one (the next it will be served at), else that of
+ * its last dispatched request.  Counting a queued head as progress means
+ * the most lagging task can always dispatch its own next request, so the
+ * throttle can hold back others only while the laggard has nothing
+ * queued, i.e. until its requests in the device complete and its
+ * anticipation (bounded) ends.
+ */
+static inline u64 ffq_task_progress(const struct ffq_task *t)
+{
+	return t->nr_queued ? t->head_start : t->last_start;
+}
+
+/*
+ * An active task's smallest outstanding start tag: over its requests in
+ * the device, its queued ones and its hypothetical one.  A task whose
+ * only outstanding requests were requeued and bypass the scheduler (the
+ * driver issues them again itself) has none of those: its last dispatched
+ * start tag stands in.
+ */
+static inline u64 ffq_task_vt_key(const struct ffq_task *t)
+{
+	u64 key = U64_MAX;
+
+	if (t->nr_inflight)
+		key = t->inflight_start;
+	if (t->nr_queued && t->head_start < key)
+		key = t->head_start;
+	if ((t->flags & FFQ_T_ANTIC) && t->antic_start < key)
+		key = t->antic_start;
+	return key == U64_MAX ? t->last_start : key;
+}
+
+/*
+ * Min-SFQ(D) virtual time: the smallest outstanding start tag over the
+ * active tasks.  With no task active the device is idle and virtual time
+ * moves to the largest finish tag given, as in SFQ, so that tasks start
+ * level after an idle period whatever their history.  It never goes back:
+ * every outstanding tag was at least the virtual time when it was given,
+ * and anticipation's start tag is a finish tag given earlier.
+ */
+static inline void ffq_advance_vtime(struct ffq_sched *s)
+{
+	struct ffq_hnode *n = ffq_heap_min(&s->vt);
+	u64 v = n ? n->key : s->max_finish;
+
+	if (v > s->vtime)
+		s->vtime = v;
+}
+
+/*
+ * ffq_update() - after the glue changed @t's facts, or this file its
+ * anticipation: put @t in the heaps it belongs to with its current keys
+ * and move virtual time.  Returns whether virtual time moved.
+ */
+static inline bool ffq_update(struct ffq_sched *s, struct ffq_task *t)
+{
+	u64 before = s->vtime;
+
+	if (t->nr_queued)
+		ffq_heap_set(&s->ready, &t->ready, t->head_start);
+	else
+		ffq_heap_clear(&s->ready, &t->ready);
+
+	if (ffq_task_active(t)) {
+		ffq_heap_set(&s->vt, &t->vt, ffq_task_vt_key(t));
+		ffq_heap_set(&s->prog, &t->prog, ffq_task_progress(t));
+	} else {
+		ffq_heap_clear(&s->vt, &t->vt);
+		ffq_heap_clear(&s->prog, &t->prog);
+	}
+
+	if (t->flags & FFQ_T_ANTIC)
+		ffq_heap_set(&s->timer, &t->timer,
+			     (t->flags & FFQ_T_BLOCKING) ? t->block_until :
+							   t->antic_until);
+	else
+		ffq_heap_clear(&s->timer, &t->timer);
+
+	if ((t->flags & (FFQ_T_ANTIC | FFQ_T_BLOCKING)) ==
+	    (FFQ_T_ANTIC | FFQ_T_BLOCKING))
+		ffq_heap_set(&s->block, &t->block, t->antic_start);
+	else
+		ffq_heap_clear(&s->block, &t->block);
+
+	ffq_advance_vtime(s);
+	return s->vtime != before;
+}
+
+/*
+ * ffq_tag() - tags for a request of @t arriving now with @charge:
+ * start = max(virtual time, the task's last finish tag), finish = start +
+ * charge.  Returns the start tag; the finish tag becomes the task's last.
+ * A task that was idle starts at virtual time (no credit for its idle
+ * time); a task anticipated since its last completion has virtual time at
+ * most its last finish tag, so it resumes exactly where it was.
+ */
+static inline u64 ffq_tag(struct ffq_sched *s, struct ffq_task *t,
+			  u32 charge)
+{
+	u64 start = s->vtime > t->last_finish ? s->vtime : t->last_finish;
+
+	t->last_finish = start + charge;
+	if (t->last_finish > s->max_finish)
+		s->max_finish = t->last_finish;
+	return start;
+}
+
+/*
+ * ffq_retag() - a queued request of @t grew or shrank (a merge): its charge
+ * changed by @delta (in charge units, may be negative).  The task's last
+ * finish tag moves by as much, so that the task pays for what it gets,
+ * but never below the start of its last dispatched request.  Returns the
+ * new charge, clamped to 1..U32_MAX.
+ */
+static inline u32 ffq_retag(struct ffq_sched *s, struct ffq_task *t,
+			    u32 old_charge, u32 new_charge)
+{
+	s64 delta = (s64)new_charge - (s64)old_charge;
+
+	/*
+	 * last_finish may already be below last_start: a request shrank
+	 * while a later one of the task was queued, and that one has been
+	 * dispatched since.  Then there is no room above last_start.
+	 */
+	if (delta < 0 && (t->last_finish < t->last_start ||
+			  (u64)-delta > t->last_finish - t->last_start))
+		t->last_finish = t->last_start;
+	else
+		t->last_finish += delta;
+	if (t->last_finish > s->max_finish)
+		s->max_finish = t->last_finish;
+	return new_charge ? new_charge : 1;
+}
+
+/*
+ * ffq_arrive() - a new request of @t was queued (after ffq_tag()).  Ends
+ * its anticipation, which it fulfilled; returns whether there was one.
+ * The caller then updates the facts and calls ffq_update().
+ */
+static inline bool ffq_arrive(struct ffq_task *t)
+{
+	bool antic = t->flags & FFQ_T_ANTIC;
+
+	t->flags &= ~(FFQ_T_ANTIC | FFQ_T_BLOCKING);
+	return antic;
+}
+
+/* ffq_dispatched() - @t's first queued request, tagged @start, was sent. */
+static inline void ffq_dispatched(struct ffq_task *t, u64 start)
+{
+	t->last_start = start;
+}
+
+/*
+ * ffq_complete() - one of @t's requests finished and the glue has updated
+ * the facts.  If it was synchronous (the task may be waiting for it) and
+ * the task has nothing else outstanding, start anticipating its next
+ * request: a hypothetical request tagged with the task's last finish tag
+ * stays outstanding until @now + @antic_ns, and may hold back dispatch
+ * until @now + @block_ns (at most as long).  Returns whether anticipation
+ * started; the caller calls ffq_update().
+ */
+static inline bool ffq_complete(struct ffq_task *t, bool sync, u64 now,
+				u64 antic_ns, u64 block_ns)
+{
+	if (!sync || t->nr_out || !antic_ns || (t->flags & FFQ_T_EXITED))
+		return false;
+	t->flags |= FFQ_T_ANTIC;
+	t->antic_start = t->last_finish;
+	t->antic_until = now + antic_ns;
+	if (block_ns) {
+		t->flags |= FFQ_T_BLOCKING;
+		t->block_until = now + (block_ns < antic_ns ? block_ns :
+							      antic_ns);
+	}
+	return true;
+}
+
+/*
+ * ffq_exit() - @t's I/O context exited: it will queue nothing more, so any
+ * anticipation ends.  Its requests still outstanding keep it active until
+ * they are freed.  Returns whether an anticipation was cancelled; the
+ * caller calls ffq_update().
+ */
+static inline bool ffq_exit(struct ffq_task *t)
+{
+	t->flags |= FFQ_T_EXITED;
+	return ffq_arrive(t);
+}
+
+/* ffq_next_deadline() - the earliest anticipation deadline, 0 if none. */
+static inline u64 ffq_next_deadline(const struct ffq_sched *s)
+{
+	struct ffq_hnode *n = ffq_heap_min(&s->timer);
+
+	return n ? n->key : 0;
+}
+
+/* ffq_timer_due() - an anticipated task with a deadline at or before @now. */
+static inline struct ffq_task *ffq_timer_due(const struct ffq_sched *s,
+					     u64 now)
+{
+	struct ffq_hnode *n = ffq_heap_min(&s->timer);
+
+	if (!n || n->key > now)
+		return NULL;
+	return ffq_container_of(n, struct ffq_task, timer);
+}
+
+enum ffq_timer_event {
+	FFQ_TIMER_UNBLOCK,	/* anticipation stops blocking dispatch */
+	FFQ_TIMER_EXPIRE,	/* anticipation ended without a request */
+};
+
+/*
+ * ffq_timer_fire() - handle @t's due deadline (ffq_timer_due()): its
+ * blocking period or its whole anticipation ended.  Updates the heaps.
+ */
+static inline enum ffq_timer_event ffq_timer_fire(struct ffq_sched *s,
+						  struct ffq_task *t, u64 now)
+{
+	enum ffq_timer_event ev = FFQ_TIMER_UNBLOCK;
+
+	if ((t->flags & FFQ_T_BLOCKING) && now < t->antic_until) {
+		t->flags &= ~FFQ_T_BLOCKING;
+	} else {
+		t->flags &= ~(FFQ_T_ANTIC | FFQ_T_BLOCKING);
+		ev = FFQ_TIMER_EXPIRE;
+	}
+	ffq_update(s, t);
+	return ev;
+}
+
+/* ffq_pick() results. */
+enum ffq_pick {
+	FFQ_PICK_TASK,		/* dispatch the first queued request of *task */
+	FFQ_PICK_EMPTY,		/* nothing queued */
+	FFQ_PICK_FULL,		/* depth requests in the device */
+	FFQ_PICK_ANTIC,		/* an anticipated request would go first */
+	FFQ_PICK_THROTTLED,	/* the next request is too far ahead */
+};
+
+/*
+ * ffq_pick() - what to dispatch: the queued request with the smallest
+ * start tag (the first of the task at the top of @ready), if
+ *  - fewer than @depth requests hold a slot in the device,
+ *  - no blocking anticipated task has a smaller hypothetical start tag,
+ *  - its start tag is at most @throttle ahead of the smallest progress of
+ *    any active task (@throttle in charge units; 0 turns the throttle off).
+ * When the request with the smallest start tag may not go, none may: the
+ * others have larger tags.  *@gap is set to how far ahead it is.
+ */
+static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
+				     u64 throttle, struct ffq_task **task,
+				     u64 *gap)
+{
+	struct ffq_hnode *r = ffq_heap_min(&s->ready);
+	struct ffq_hnode *b = ffq_heap_min(&s->block);
+	struct ffq_hnode *p = ffq_heap_min(&s->prog);
+
+	*task = NULL;
+	*gap = 0;
+	if (!r)
+		return FFQ_PICK_EMPTY;
+	if (s->inflight >= depth)
+		return FFQ_PICK_FULL;
+	if (b && b->key < r->key)
+		return FFQ_PICK_ANTIC;
+	if (p && r->key > p->key)
+		*gap = r->key - p->key;
+	if (throttle && *gap > throttle)
+		return FFQ_PICK_THROTTLED;
+	*task = ffq_container_of(r, struct ffq_task, ready);
+	return FFQ_PICK_TASK;
+}
+
+/*
+ * Per-request state, in rq->elv.priv[1] (priv[0] holds the start tag):
+ * bits 0..31 the request's charge, 32..47 its depth slot + 1 (0: none),
+ * 48..63 FFQ_RQ_* flags.
+ */
+#define FFQ_RQ_OWNED	0x1U	/* inserted: counted in its task's nr_out */
+#define FFQ_RQ_QUEUED	0x2U	/* on its task's queue */
+#define FFQ_RQ_ON_RB	0x4U	/* on its task's sector-sorted tree */
+#define FFQ_RQ_TAGGED	0x8U	/* has tags (kept across a requeue) */
+#define FFQ_RQ_SYNC	0x10U	/* synchronous: completion may anticipate */
+
+static inline u64 ffq_rq_word(u32 charge, unsigned int slot,
+			      unsigned int flags)
+{
+	return (u64)charge | ((u64)(slot & 0xffff) << 32) |
+		((u64)(flags & 0xffff) << 48);
+}
+
+static inline u32 ffq_rq_charge(u64 word)
+{
+	return (u32)word;
+}
+
+static inline unsigned int ffq_rq_slot(u64 word)
+{
+	return (word >> 32) & 0xffff;
+}
+
+static inline unsigned int ffq_rq_flags(u64 word)
+{
+	return (word >> 48) & 0xffff;
+}
+
+#endif /* _FLASHFQ_CORE_H */
