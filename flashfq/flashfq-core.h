@@ -283,6 +283,7 @@ struct ffq_task {
 	struct ffq_hnode block;		/* sched.block while blocking */
 
 	u64 last_finish;	/* finish tag of its latest request */
+	u64 last_tagged;	/* start tag of its latest request */
 	u64 last_start;		/* start tag of its last dispatched request */
 	u64 head_start;		/* (glue) start tag of its first queued one */
 	u64 inflight_start;	/* (glue) start tag of its oldest in flight */
@@ -437,6 +438,7 @@ static inline u64 ffq_tag(struct ffq_sched *s, struct ffq_task *t,
 {
 	u64 start = s->vtime > t->last_finish ? s->vtime : t->last_finish;
 
+	t->last_tagged = start;
 	t->last_finish = start + charge;
 	if (t->last_finish > s->max_finish)
 		s->max_finish = t->last_finish;
@@ -445,26 +447,25 @@ static inline u64 ffq_tag(struct ffq_sched *s, struct ffq_task *t,
 
 /*
  * ffq_retag() - a queued request of @t grew or shrank (a merge): its charge
- * changed by @delta (in charge units, may be negative).  The task's last
- * finish tag moves by as much, so that the task pays for what it gets,
- * but never below the start of its last dispatched request.  Returns the
- * new charge, clamped to 1..U32_MAX.
+ * changed from @old_charge to @new_charge; @latest: it is the task's
+ * latest request.  The task's last finish tag moves by as much, so that
+ * the task pays for what it gets, never below the latest request's start
+ * tag.  A shrink of an earlier request is not given back: the requests
+ * tagged after it keep their tags, and the next arrival must not be tagged
+ * below them (a task's queue stays in tag order, each start at or after
+ * the finish before it).  Returns the new charge, clamped to 1..U32_MAX.
  */
 static inline u32 ffq_retag(struct ffq_sched *s, struct ffq_task *t,
-			    u32 old_charge, u32 new_charge)
+			    u32 old_charge, u32 new_charge, bool latest)
 {
 	s64 delta = (s64)new_charge - (s64)old_charge;
 
-	/*
-	 * last_finish may already be below last_start: a request shrank
-	 * while a later one of the task was queued, and that one has been
-	 * dispatched since.  Then there is no room above last_start.
-	 */
-	if (delta < 0 && (t->last_finish < t->last_start ||
-			  (u64)-delta > t->last_finish - t->last_start))
-		t->last_finish = t->last_start;
-	else
+	if (delta >= 0)
 		t->last_finish += delta;
+	else if (latest && (u64)-delta <= t->last_finish - t->last_tagged)
+		t->last_finish += delta;
+	else if (latest)
+		t->last_finish = t->last_tagged;
 	if (t->last_finish > s->max_finish)
 		s->max_finish = t->last_finish;
 	return new_charge ? new_charge : 1;

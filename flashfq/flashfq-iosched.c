@@ -827,15 +827,24 @@ static int ffq_request_merge(struct request_queue *q, struct request **rq,
 	return ELEVATOR_NO_MERGE;
 }
 
-/* Charge @rq's task for @rq's new size. */
+/*
+ * Charge @rq's task for @rq's new size; @latest: @rq is (or absorbed) the
+ * task's latest request.
+ */
 static void ffq_retag_request(struct ffq_data *fd, struct ffq_tq *tq,
-			      struct request *rq, u32 old_charge)
+			      struct request *rq, u32 old_charge, bool latest)
 {
 	u64 word = ffq_rq_get(rq);
 	u32 charge = ffq_retag(&fd->s, &tq->task, old_charge,
-			       ffq_rq_charge_now(fd, rq));
+			       ffq_rq_charge_now(fd, rq), latest);
 
 	ffq_rq_put(rq, charge, ffq_rq_slot(word), ffq_rq_flags(word));
+}
+
+/* Does @rq carry its task's latest start tag (tags rise within a task)? */
+static bool ffq_rq_latest(struct ffq_tq *tq, struct request *rq)
+{
+	return ffq_rq_start(rq) == tq->task.last_tagged;
 }
 
 /* @rq grew by a bio; a front merge moved its start sector. */
@@ -853,7 +862,8 @@ static void ffq_request_merged(struct request_queue *q, struct request *rq,
 		elv_rb_del(&tq->sort[rq_data_dir(rq)], rq);
 		elv_rb_add(&tq->sort[rq_data_dir(rq)], rq);
 	}
-	ffq_retag_request(fd, tq, rq, ffq_rq_charge(word));
+	ffq_retag_request(fd, tq, rq, ffq_rq_charge(word),
+			  ffq_rq_latest(tq, rq));
 }
 
 /*
@@ -870,11 +880,15 @@ static void ffq_requests_merged(struct request_queue *q, struct request *rq,
 	unsigned int nflags = ffq_rq_flags(nword);
 	struct ffq_tq *tq = ffq_rq_tq(fd, rq);
 	u32 old = ffq_rq_charge(ffq_rq_get(rq));
+	bool latest = ffq_rq_latest(tq, rq);
 
 	lockdep_assert_held(&fd->lock);
 
 	if (compat_rq_elv_finish(next) && (nflags & FFQ_RQ_QUEUED)) {
 		struct ffq_tq *ntq = ffq_rq_tq(fd, next);
+
+		if (ntq == tq && ffq_rq_latest(tq, next))
+			latest = true;
 
 		/*
 		 * Keep the earlier start tag and its place: the task's
@@ -894,7 +908,7 @@ static void ffq_requests_merged(struct request_queue *q, struct request *rq,
 		if (ntq != tq)
 			ffq_refresh(fd, ntq);
 	}
-	ffq_retag_request(fd, tq, rq, old);
+	ffq_retag_request(fd, tq, rq, old, latest);
 	ffq_refresh(fd, tq);
 }
 

@@ -1,0 +1,1989 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of FlashFQ's decision logic (flashfq/flashfq-core.h), built in
+ * userspace with ASan and UBSan:
+ *   cc -std=gnu11 -Wall -Wextra -Werror -g -fsanitize=address,undefined \
+ *	-I tests/unit -I flashfq tests/unit/flashfq_test.c \
+ *	-o /tmp/flashfq_test
+ *
+ * Besides the pure helpers, a small model of the elevator glue drives the
+ * core the way flashfq-iosched.c does: per task a FIFO of queued requests
+ * and a list of requests in the device in dispatch order, the facts set
+ * from those before every ffq_update(), a device that completes each
+ * request its service time after dispatch (up to depth at once, so out of
+ * order when service times differ) and a virtual clock in ns.
+ */
+#include "unit.h"
+#include "flashfq-core.h"
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+/* Knuth's MMIX LCG with a fixed seed: the same run every time. */
+static u64 rng_state;
+
+static void rng_seed(u64 seed)
+{
+	rng_state = seed;
+}
+
+static u32 rng(void)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (u32)(rng_state >> 33);
+}
+
+static u64 rng64(void)
+{
+	u64 hi = rng();
+
+	return hi << 32 | rng();
+}
+
+/* ---- pairing heap ---- */
+
+#define HN	200
+
+/*
+ * Heap order and back links under @n; returns the number of nodes, or
+ * stops early past HN of them (a cycle).
+ */
+static unsigned int heap_walk(const struct ffq_hnode *n, unsigned int *bad)
+{
+	const struct ffq_hnode *c, *back = n;
+	unsigned int count = 1;
+
+	for (c = n->child; c && count <= HN; back = c, c = c->next) {
+		if (c->prev != back || c->key < n->key)
+			(*bad)++;
+		count += heap_walk(c, bad);
+	}
+	return count;
+}
+
+/* @h holds exactly the nodes marked in @in, with the keys in @keys. */
+static bool heap_ok(const struct ffq_heap *h, const struct ffq_hnode *nodes,
+		    const bool *in, const u64 *keys)
+{
+	int before = unit_failed_checks;
+	unsigned int i, count = 0, bad = 0;
+	u64 min = U64_MAX;
+
+	for (i = 0; i < HN; i++) {
+		CHECK_EQ(ffq_hnode_linked(h, &nodes[i]), in[i]);
+		if (!in[i])
+			continue;
+		CHECK(nodes[i].key == keys[i]);
+		count++;
+		if (keys[i] < min)
+			min = keys[i];
+	}
+	CHECK_EQ(h->nr, count);
+	if (!count) {
+		CHECK(!h->root);
+		return unit_failed_checks == before;
+	}
+	CHECK(h->root && h->root->key == min);
+	if (h->root) {
+		CHECK(!h->root->prev && !h->root->next);
+		CHECK_EQ(heap_walk(h->root, &bad), count);
+	}
+	CHECK_EQ(bad, 0);
+	return unit_failed_checks == before;
+}
+
+static u64 heap_rand_key(void)
+{
+	switch (rng() % 8) {
+	case 0:
+		return rng64();		/* anything, U64_MAX possible */
+	case 1:
+		return rng() % 2 ? 0 : U64_MAX;
+	default:
+		return rng() % 64;	/* many equal keys */
+	}
+}
+
+TEST(heap_root_and_inner_removal)
+{
+	struct ffq_hnode n[5] = { { 0 } };
+	struct ffq_heap h = { 0 };
+	static const u64 key[] = { 5, 3, 8, 1, 7 };
+	unsigned int i;
+
+	for (i = 0; i < 5; i++) {
+		CHECK(!ffq_hnode_linked(&h, &n[i]));
+		ffq_heap_insert(&h, &n[i], key[i]);
+		CHECK(ffq_hnode_linked(&h, &n[i]));
+	}
+	CHECK_EQ(h.nr, 5);
+	CHECK(ffq_heap_min(&h) == &n[3]);
+	/* a node that is not the root */
+	ffq_heap_remove(&h, &n[2]);
+	CHECK(!ffq_hnode_linked(&h, &n[2]));
+	CHECK_EQ(h.nr, 4);
+	CHECK(ffq_heap_min(&h) == &n[3]);
+	/* the root */
+	ffq_heap_remove(&h, &n[3]);
+	CHECK(!ffq_hnode_linked(&h, &n[3]));
+	CHECK(ffq_heap_min(&h) == &n[1]);
+	/* a key raised above the others, one lowered below them */
+	ffq_heap_set(&h, &n[1], 100);
+	CHECK(ffq_heap_min(&h) == &n[4] || ffq_heap_min(&h) == &n[0]);
+	CHECK_EQ(ffq_heap_min(&h)->key, 5);
+	ffq_heap_set(&h, &n[4], 2);
+	CHECK(ffq_heap_min(&h) == &n[4]);
+	/* set on an unlinked node inserts, clear on one does nothing */
+	ffq_heap_set(&h, &n[2], 0);
+	CHECK(ffq_heap_min(&h) == &n[2]);
+	ffq_heap_clear(&h, &n[3]);
+	CHECK_EQ(h.nr, 4);
+	ffq_heap_clear(&h, &n[2]);
+	ffq_heap_clear(&h, &n[2]);
+	CHECK_EQ(h.nr, 3);
+	CHECK(ffq_heap_min(&h) == &n[4]);
+	/* a lone root */
+	ffq_heap_remove(&h, &n[4]);
+	ffq_heap_remove(&h, &n[0]);
+	CHECK(ffq_heap_min(&h) == &n[1]);
+	CHECK(ffq_hnode_linked(&h, &n[1]));
+	ffq_heap_remove(&h, &n[1]);
+	CHECK(!ffq_hnode_linked(&h, &n[1]));
+	CHECK(!h.root);
+	CHECK_EQ(h.nr, 0);
+}
+
+/*
+ * Random insert, remove (root or not), set and pop over HN nodes, checked
+ * against a brute-force minimum, count and the full tree after every one.
+ */
+TEST(heap_random_against_brute_force)
+{
+	static struct ffq_hnode nodes[HN];
+	static bool in[HN];
+	static u64 keys[HN];
+	struct ffq_heap h = { 0 };
+	unsigned int op, i, nr = 0, pops = 0, inner = 0;
+	u64 last;
+
+	memset(nodes, 0, sizeof(nodes));
+	memset(in, 0, sizeof(in));
+	rng_seed(1);
+	for (op = 0; op < 20000; op++) {
+		struct ffq_hnode *root = h.root;
+		u64 key = heap_rand_key();
+
+		i = rng() % HN;
+		switch (rng() % 10) {
+		case 0: case 1: case 2:		/* insert */
+			if (in[i])
+				break;
+			ffq_heap_insert(&h, &nodes[i], key);
+			in[i] = true;
+			keys[i] = key;
+			nr++;
+			break;
+		case 3: case 4:			/* remove any */
+			if (!in[i])
+				break;
+			inner += root != &nodes[i];
+			ffq_heap_remove(&h, &nodes[i]);
+			in[i] = false;
+			nr--;
+			break;
+		case 5: case 6:			/* set, linked or not */
+			nr += !in[i];
+			ffq_heap_set(&h, &nodes[i], key);
+			in[i] = true;
+			keys[i] = key;
+			break;
+		case 7:				/* set to the same key */
+			if (!in[i])
+				break;
+			ffq_heap_set(&h, &nodes[i], keys[i]);
+			CHECK(h.root == root);
+			break;
+		case 8:				/* pop the minimum */
+			if (!root)
+				break;
+			i = root - nodes;
+			ffq_heap_remove(&h, root);
+			in[i] = false;
+			nr--;
+			pops++;
+			break;
+		case 9:			/* clear, linked or not */
+			nr -= in[i];
+			ffq_heap_clear(&h, &nodes[i]);
+			in[i] = false;
+			break;
+		}
+		CHECK_EQ(h.nr, nr);
+		if (!heap_ok(&h, nodes, in, keys))
+			break;
+	}
+	CHECK(pops > 1000);
+	CHECK(inner > 1000);
+	/* Draining gives the keys in order. */
+	for (last = 0; h.root; nr--) {
+		struct ffq_hnode *root = h.root;
+
+		CHECK(root->key >= last);
+		last = root->key;
+		ffq_heap_remove(&h, root);
+		in[root - nodes] = false;
+		CHECK_EQ(h.nr, nr - 1);
+	}
+	CHECK_EQ(nr, 0);
+	CHECK(heap_ok(&h, nodes, in, keys));
+}
+
+/* ---- cost, charge, weight ---- */
+
+static const struct ffq_cost_model default_model = {
+	.read_4k = FFQ_DEFAULT_COST_READ_4K,
+	.read_128k = FFQ_DEFAULT_COST_READ_128K,
+	.write_4k = FFQ_DEFAULT_COST_WRITE_4K,
+	.write_128k = FFQ_DEFAULT_COST_WRITE_128K,
+};
+
+TEST(cost_is_the_line_through_the_calibrated_points)
+{
+	const struct ffq_cost_model *m = &default_model;
+	u64 prev_r = 0, prev_w = 0;
+	u32 bytes;
+
+	CHECK_EQ(ffq_cost(m, false, 4096), 60000);
+	CHECK_EQ(ffq_cost(m, false, 131072), 370000);
+	CHECK_EQ(ffq_cost(m, true, 4096), 510000);
+	CHECK_EQ(ffq_cost(m, true, 131072), 820000);
+	/* 66 KiB is half way between 4 and 128 KiB */
+	CHECK_EQ(ffq_cost(m, false, 66 * 1024), 215000);
+	CHECK_EQ(ffq_cost(m, true, 66 * 1024), 665000);
+	/* below 4 KiB and above 128 KiB the line goes on */
+	CHECK_EQ(ffq_cost(m, false, 0), 50000);
+	CHECK_EQ(ffq_cost(m, false, 512), 51250);
+	CHECK_EQ(ffq_cost(m, true, 0), 500000);
+	CHECK_EQ(ffq_cost(m, false, 4096 + 2 * 126976), 680000);
+	CHECK_EQ(ffq_cost(m, false, 1 << 20), 2610000);
+	CHECK_EQ(ffq_cost(m, true, 1 << 20), 3060000);
+	/*
+	 * Both lines rise 310000 ns per 126976 bytes, 1250 ns per 512: exact
+	 * on multiples of 512, within 1 ns of the line elsewhere, and never
+	 * decreasing.
+	 */
+	for (bytes = 0; bytes <= 4U << 20; bytes += 512) {
+		CHECK_EQ(ffq_cost(m, false, bytes), 50000 + bytes / 512 * 1250);
+		CHECK_EQ(ffq_cost(m, true, bytes), 500000 + bytes / 512 * 1250);
+	}
+	for (bytes = 0; bytes <= 4U << 20; bytes += 4093) {
+		u64 r = ffq_cost(m, false, bytes), w = ffq_cost(m, true, bytes);
+		double exact = 60000.0 + ((double)bytes - 4096) * 310000 /
+			       126976;
+
+		CHECK(r >= prev_r && w >= prev_w);
+		CHECK(r < exact + 1 && r + 1 > exact);
+		CHECK_EQ(w - r, 450000);
+		prev_r = r;
+		prev_w = w;
+	}
+}
+
+TEST(cost_is_never_below_one)
+{
+	struct ffq_cost_model down = {
+		.read_4k = 1000, .read_128k = 10,
+		.write_4k = 5, .write_128k = 1000,
+	};
+	struct ffq_cost_model zero = { 0 };
+	struct ffq_cost_model big = {
+		.read_4k = FFQ_MAX_COST_NS, .read_128k = 1,
+		.write_4k = 1, .write_128k = FFQ_MAX_COST_NS,
+	};
+
+	/* 128 KiB cheaper than 4 KiB: falls with size, stops at 1 */
+	CHECK_EQ(ffq_cost(&down, false, 4096), 1000);
+	CHECK_EQ(ffq_cost(&down, false, 131072), 10);
+	CHECK_EQ(ffq_cost(&down, false, 4096 + 2 * 126976), 1);
+	CHECK_EQ(ffq_cost(&down, false, U32_MAX), 1);
+	/* a tiny request under a steep line */
+	CHECK_EQ(ffq_cost(&down, true, 0), 1);
+	CHECK_EQ(ffq_cost(&down, true, 1), 1);
+	CHECK_EQ(ffq_cost(&zero, false, 4096), 1);
+	CHECK_EQ(ffq_cost(&zero, true, 0), 1);
+	CHECK_EQ(ffq_cost(&zero, true, U32_MAX), 1);
+	/* the largest costs and sizes do not overflow (UBSan) */
+	CHECK_EQ(ffq_cost(&big, false, U32_MAX), 1);
+	CHECK_EQ(ffq_cost(&big, false, 0), 1032258064ULL);
+	CHECK(ffq_cost(&big, true, U32_MAX) > 33000000000000ULL);
+	CHECK_EQ(ffq_cost(&big, true, 0), 1);
+}
+
+TEST(charge_scales_by_weight)
+{
+	unsigned int w;
+
+	for (w = 1; w <= FFQ_WEIGHT_MAX; w++)
+		CHECK_EQ(ffq_charge(840000, w), 840000 * FFQ_WEIGHT_NORM / w);
+	CHECK_EQ(ffq_charge(1000, FFQ_WEIGHT_NORM), 1000);
+	CHECK_EQ(ffq_charge(1000, 8), 500);
+	CHECK_EQ(ffq_charge(1000, 1), 4000);
+	CHECK_EQ(ffq_charge(1000, 3), 1333);
+	/* weight 0 counts as 1 */
+	CHECK_EQ(ffq_charge(1000, 0), 4000);
+	/* never 0 */
+	CHECK_EQ(ffq_charge(0, 4), 1);
+	CHECK_EQ(ffq_charge(1, 8), 1);
+	CHECK_EQ(ffq_charge(3, 8), 1);
+	/* clamped to U32_MAX */
+	CHECK_EQ(ffq_charge(U32_MAX, 4), U32_MAX);
+	CHECK_EQ(ffq_charge(U32_MAX, 1), U32_MAX);
+	CHECK_EQ(ffq_charge(U32_MAX / 4 + 1, 4), U32_MAX / 4 + 1);
+	CHECK_EQ(ffq_charge(U32_MAX / 4 + 1, 1), U32_MAX);
+	CHECK_EQ(ffq_charge(1ULL << 40, 8), U32_MAX);
+	CHECK_EQ(ffq_charge(ffq_cost(&default_model, true, U32_MAX), 1),
+		 U32_MAX);
+}
+
+TEST(weight_from_ioprio)
+{
+	unsigned int v;
+	int l;
+
+	for (v = 0; v <= 0xffff; v++)
+		CHECK_EQ(ffq_weight(v, false), FFQ_WEIGHT_NORM);
+	for (l = 0; l < IOPRIO_NR_LEVELS; l++) {
+		CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, l),
+				    true), 8 - l);
+		CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, l),
+				    true), 8 - l);
+		CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, l),
+				    true), 1);
+		CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, l),
+				    false), FFQ_WEIGHT_NORM);
+	}
+	CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, IOPRIO_BE_NORM),
+			    true), FFQ_WEIGHT_NORM);
+	CHECK_EQ(ffq_weight(0, true), FFQ_WEIGHT_NORM);
+	CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE(IOPRIO_CLASS_NONE, 0), true),
+		 FFQ_WEIGHT_NORM);
+	CHECK_EQ(ffq_weight(IOPRIO_CLASS_INVALID << IOPRIO_CLASS_SHIFT, true),
+		 FFQ_WEIGHT_NORM);
+	/* hints do not change the weight */
+	CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE_HINT(IOPRIO_CLASS_BE, 0, 5),
+			    true), 8);
+	CHECK_EQ(ffq_weight(IOPRIO_PRIO_VALUE_HINT(IOPRIO_CLASS_RT, 7,
+						   IOPRIO_NR_HINTS - 1), true),
+		 1);
+	/* every weight is in range */
+	for (v = 0; v <= 0xffff; v++) {
+		unsigned int w = ffq_weight(v, true);
+
+		CHECK(w >= 1 && w <= FFQ_WEIGHT_MAX);
+	}
+}
+
+/* ---- a model of the glue ---- */
+
+#define NT	12	/* tasks */
+#define QCAP	256	/* queued requests per task */
+#define FCAP	FFQ_MAX_DEPTH	/* requests in the device per task */
+
+struct srq {
+	u64 start;
+	u64 done;	/* in the device: when it completes */
+	u64 svc;	/* service time, ns */
+	u32 charge;
+	bool sync;
+};
+
+struct stask {
+	struct ffq_task t;
+	struct srq q[QCAP];	/* queued, first at [0] */
+	unsigned int nq;
+	struct srq f[FCAP];	/* in the device, in dispatch order */
+	unsigned int nf;
+	unsigned int nrequeued;	/* outstanding outside the scheduler */
+	/* closed-loop workload for sim_run() */
+	unsigned int keep;	/* keep this many outstanding (0: none) */
+	bool thinker;		/* one at a time, next @think after each */
+	u64 think;
+	u64 next_at;		/* next arrival, U64_MAX: none */
+	u32 charge;
+	u64 svc;
+	bool sync;
+	unsigned long ndisp;	/* dispatched */
+};
+
+struct sim {
+	struct ffq_sched s;
+	struct stask tk[NT];
+	unsigned int nt;
+	u32 depth;
+	u64 throttle;		/* charge units */
+	u64 antic;		/* ns */
+	u64 block;		/* ns */
+	u64 now;
+	unsigned long ndisp;
+	unsigned long stop;	/* sim_run() stops at this many dispatches */
+	unsigned long npick[5];	/* ffq_pick() results */
+	unsigned long unblocks, expiries;
+	u64 gap;		/* of the last ffq_pick() */
+	struct stask *last;	/* dispatched last ... */
+	u64 last_start;		/* ... this request */
+	bool antic_started;	/* by the last sim_complete() */
+	u64 vtime_seen;
+	bool failed;
+};
+
+static struct sim *sim_new(unsigned int nt, u32 depth, u64 throttle,
+			   u64 antic, u64 block)
+{
+	struct sim *m = calloc(1, sizeof(*m));
+	unsigned int i;
+
+	if (!m)
+		abort();
+	ffq_sched_init(&m->s);
+	for (i = 0; i < NT; i++) {
+		ffq_task_init(&m->tk[i].t);
+		m->tk[i].next_at = U64_MAX;
+	}
+	m->nt = nt;
+	m->depth = depth;
+	m->throttle = throttle;
+	m->antic = antic;
+	m->block = block;
+	m->now = 1000000;
+	return m;
+}
+
+static struct stask *sim_task_of(struct ffq_task *t)
+{
+	return ffq_container_of(t, struct stask, t);
+}
+
+static void sim_facts(struct sim *m, struct stask *k)
+{
+	struct ffq_task *t = &k->t;
+	unsigned int i, nf = 0;
+
+	t->nr_queued = k->nq;
+	t->head_start = k->nq ? k->q[0].start : 0;
+	t->nr_inflight = k->nf;
+	t->inflight_start = k->nf ? k->f[0].start : 0;
+	t->nr_out = k->nq + k->nf + k->nrequeued;
+	for (i = 0; i < m->nt; i++)
+		nf += m->tk[i].nf;
+	CHECK_EQ(m->s.inflight, nf);
+}
+
+/* The smallest outstanding start tag, brute force; false if none. */
+static bool sim_min_outstanding(const struct sim *m, u64 *min)
+{
+	unsigned int i, j;
+	bool any = false;
+
+	*min = U64_MAX;
+	for (i = 0; i < m->nt; i++) {
+		const struct stask *k = &m->tk[i];
+
+		for (j = 0; j < k->nq; j++) {
+			any = true;
+			if (k->q[j].start < *min)
+				*min = k->q[j].start;
+		}
+		for (j = 0; j < k->nf; j++) {
+			any = true;
+			if (k->f[j].start < *min)
+				*min = k->f[j].start;
+		}
+		if (k->t.flags & FFQ_T_ANTIC) {
+			any = true;
+			if (k->t.antic_start < *min)
+				*min = k->t.antic_start;
+		}
+	}
+	return any;
+}
+
+/* Every invariant of the core's state against the model's. */
+static void sim_check(struct sim *m)
+{
+	const struct ffq_sched *s = &m->s;
+	unsigned int i, nready = 0, nactive = 0, nantic = 0, nblock = 0;
+	int before = unit_failed_checks;
+	u64 min;
+
+	if (m->failed)
+		return;
+	for (i = 0; i < m->nt; i++) {
+		const struct ffq_task *t = &m->tk[i].t;
+		bool active = ffq_task_active(t);
+		bool antic = t->flags & FFQ_T_ANTIC;
+		bool blocking = antic && (t->flags & FFQ_T_BLOCKING);
+
+		CHECK(!(t->flags & FFQ_T_BLOCKING) || antic);
+		CHECK_EQ(ffq_hnode_linked(&s->ready, &t->ready),
+			 t->nr_queued > 0);
+		CHECK_EQ(ffq_hnode_linked(&s->vt, &t->vt), active);
+		CHECK_EQ(ffq_hnode_linked(&s->prog, &t->prog), active);
+		CHECK_EQ(ffq_hnode_linked(&s->timer, &t->timer), antic);
+		CHECK_EQ(ffq_hnode_linked(&s->block, &t->block), blocking);
+		if (t->nr_queued)
+			CHECK(t->ready.key == t->head_start);
+		if (active) {
+			CHECK(t->vt.key == ffq_task_vt_key(t));
+			CHECK(t->prog.key == ffq_task_progress(t));
+		}
+		if (antic)
+			CHECK(t->timer.key == (blocking ? t->block_until :
+						t->antic_until));
+		CHECK(t->last_finish <= s->max_finish);
+		nready += t->nr_queued > 0;
+		nactive += active;
+		nantic += antic;
+		nblock += blocking;
+	}
+	CHECK_EQ(s->ready.nr, nready);
+	CHECK_EQ(s->vt.nr, nactive);
+	CHECK_EQ(s->prog.nr, nactive);
+	CHECK_EQ(s->timer.nr, nantic);
+	CHECK_EQ(s->block.nr, nblock);
+	/* Min-SFQ(D): the smallest outstanding start tag, else max finish */
+	if (sim_min_outstanding(m, &min))
+		CHECK_EQ(s->vtime, min);
+	else
+		CHECK_EQ(s->vtime, s->max_finish);
+	CHECK(s->vtime >= m->vtime_seen);
+	m->vtime_seen = s->vtime;
+	if (unit_failed_checks != before)
+		m->failed = true;
+}
+
+/* A request of @k arrives; returns its start tag. */
+static u64 sim_arrive(struct sim *m, struct stask *k, u32 charge, u64 svc,
+		      bool sync)
+{
+	struct srq *r;
+	u64 start;
+
+	CHECK(k->nq < QCAP);
+	CHECK(!(k->t.flags & FFQ_T_EXITED));
+	if (k->nq >= QCAP)
+		abort();
+	r = &k->q[k->nq];
+	start = ffq_tag(&m->s, &k->t, charge);
+	/* a task's tags never go down, and start at virtual time or later */
+	CHECK(start >= m->s.vtime);
+	if (k->nq)
+		CHECK(start >= k->q[k->nq - 1].start + k->q[k->nq - 1].charge);
+	CHECK_EQ(k->t.last_finish, start + charge);
+	ffq_arrive(&k->t);
+	r->start = start;
+	r->charge = charge;
+	r->svc = svc;
+	r->sync = sync;
+	r->done = 0;
+	k->nq++;
+	sim_facts(m, k);
+	ffq_update(&m->s, &k->t);
+	sim_check(m);
+	return start;
+}
+
+/* One ffq_pick(); on FFQ_PICK_TASK the request goes to the device. */
+static enum ffq_pick sim_pick(struct sim *m)
+{
+	struct ffq_task *t = (struct ffq_task *)1;
+	struct stask *k;
+	enum ffq_pick p;
+	unsigned int i, j;
+	u64 min = U64_MAX;
+
+	p = ffq_pick(&m->s, m->depth, m->throttle, &t, &m->gap);
+	m->npick[p]++;
+	for (i = 0; i < m->nt; i++)
+		for (j = 0; j < m->tk[i].nq; j++)
+			if (m->tk[i].q[j].start < min)
+				min = m->tk[i].q[j].start;
+	switch (p) {
+	case FFQ_PICK_TASK:
+		break;
+	case FFQ_PICK_EMPTY:
+		CHECK(!t);
+		CHECK(min == U64_MAX);
+		return p;
+	case FFQ_PICK_FULL:
+		CHECK(!t);
+		CHECK(m->s.inflight >= m->depth);
+		return p;
+	case FFQ_PICK_ANTIC:
+		/* a blocking task, so a timer, will let it go */
+		CHECK(!t);
+		CHECK(m->s.block.nr && m->s.block.root->key < min);
+		CHECK(m->s.timer.nr);
+		return p;
+	case FFQ_PICK_THROTTLED:
+		/* something will complete or expire to let it go */
+		CHECK(!t);
+		CHECK(m->throttle && m->gap > m->throttle);
+		CHECK(m->s.inflight || m->s.timer.nr);
+		return p;
+	}
+	k = sim_task_of(t);
+	CHECK(k->nq > 0);
+	if (!k->nq)
+		abort();
+	/* the smallest start tag queued goes first */
+	CHECK(k->q[0].start == min);
+	CHECK(k->nf < FCAP);
+	k->f[k->nf] = k->q[0];
+	k->f[k->nf].done = m->now + k->q[0].svc;
+	k->nf++;
+	k->nq--;
+	memmove(&k->q[0], &k->q[1], k->nq * sizeof(k->q[0]));
+	ffq_dispatched(t, min);
+	CHECK(t->last_start == min);
+	m->s.inflight++;
+	k->ndisp++;
+	m->ndisp++;
+	m->last = k;
+	m->last_start = min;
+	sim_facts(m, k);
+	ffq_update(&m->s, t);
+	sim_check(m);
+	return p;
+}
+
+/* The request @i (in dispatch order) of @k in the device completes. */
+static void sim_complete(struct sim *m, struct stask *k, unsigned int i)
+{
+	struct srq r;
+
+	CHECK(i < k->nf);
+	if (i >= k->nf)
+		abort();
+	r = k->f[i];
+	memmove(&k->f[i], &k->f[i + 1], (k->nf - i - 1) * sizeof(r));
+	k->nf--;
+	m->s.inflight--;
+	sim_facts(m, k);
+	m->antic_started = ffq_complete(&k->t, r.sync, m->now, m->antic,
+					m->block);
+	ffq_update(&m->s, &k->t);
+	sim_check(m);
+}
+
+/* A queued request @i of @k is freed without dispatch (merged away). */
+static void sim_remove_queued(struct sim *m, struct stask *k, unsigned int i)
+{
+	CHECK(i < k->nq);
+	k->nq--;
+	memmove(&k->q[i], &k->q[i + 1], (k->nq - i) * sizeof(k->q[0]));
+	sim_facts(m, k);
+	ffq_update(&m->s, &k->t);
+	sim_check(m);
+}
+
+static void sim_exit(struct sim *m, struct stask *k)
+{
+	ffq_exit(&k->t);
+	k->keep = 0;
+	k->thinker = false;
+	k->next_at = U64_MAX;
+	ffq_update(&m->s, &k->t);
+	sim_check(m);
+}
+
+static void sim_timers(struct sim *m)
+{
+	struct ffq_task *t;
+
+	while ((t = ffq_timer_due(&m->s, m->now))) {
+		if (ffq_timer_fire(&m->s, t, m->now) == FFQ_TIMER_UNBLOCK)
+			m->unblocks++;
+		else
+			m->expiries++;
+		sim_check(m);
+	}
+}
+
+/* The closed-loop workload of @k tops up its outstanding requests. */
+static void sim_refill(struct sim *m, struct stask *k)
+{
+	while (k->keep && k->nq + k->nf < k->keep)
+		sim_arrive(m, k, k->charge, k->svc, k->sync);
+}
+
+static void sim_start(struct sim *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nt; i++) {
+		sim_refill(m, &m->tk[i]);
+		if (m->tk[i].thinker)
+			m->tk[i].next_at = m->now;
+	}
+}
+
+static void sim_dispatch_all(struct sim *m)
+{
+	while (m->ndisp < m->stop && !m->failed &&
+	       sim_pick(m) == FFQ_PICK_TASK)
+		;
+}
+
+/* The request in the device completing first, if it is due; NULL if none. */
+static struct stask *sim_due(struct sim *m, unsigned int *fi)
+{
+	struct stask *first = NULL;
+	unsigned int i, j;
+	u64 done = m->now + 1;
+
+	for (i = 0; i < m->nt; i++) {
+		for (j = 0; j < m->tk[i].nf; j++) {
+			if (m->tk[i].f[j].done < done) {
+				done = m->tk[i].f[j].done;
+				first = &m->tk[i];
+				*fi = j;
+			}
+		}
+	}
+	return first;
+}
+
+/*
+ * Run the workloads until @n more requests were dispatched or nothing is
+ * left to happen.  At each instant: completions (earliest first), then
+ * timers, then arrivals, then dispatch.
+ */
+static void sim_run(struct sim *m, unsigned long n)
+{
+	m->stop = m->ndisp + n;
+	for (;;) {
+		u64 next = U64_MAX;
+		struct stask *first;
+		unsigned int i, j, fi;
+
+		sim_dispatch_all(m);
+		if (m->ndisp >= m->stop || m->failed)
+			return;
+		for (i = 0; i < m->nt; i++) {
+			for (j = 0; j < m->tk[i].nf; j++)
+				if (m->tk[i].f[j].done < next)
+					next = m->tk[i].f[j].done;
+			if (m->tk[i].next_at < next)
+				next = m->tk[i].next_at;
+		}
+		if (ffq_next_deadline(&m->s) && ffq_next_deadline(&m->s) < next)
+			next = ffq_next_deadline(&m->s);
+		if (next == U64_MAX)
+			return;
+		CHECK(next >= m->now);
+		m->now = next;
+		while ((first = sim_due(m, &fi))) {
+			sim_complete(m, first, fi);
+			if (first->thinker)
+				first->next_at = m->now + first->think;
+			sim_refill(m, first);
+		}
+		sim_timers(m);
+		for (i = 0; i < m->nt; i++) {
+			struct stask *k = &m->tk[i];
+
+			if (k->next_at > m->now)
+				continue;
+			k->next_at = U64_MAX;
+			sim_arrive(m, k, k->charge, k->svc, k->sync);
+		}
+	}
+}
+
+static void sim_workload(struct stask *k, unsigned int keep, bool thinker,
+			 u64 think, u32 charge, u64 svc, bool sync)
+{
+	k->keep = keep;
+	k->thinker = thinker;
+	k->think = think;
+	k->charge = charge;
+	k->svc = svc;
+	k->sync = sync;
+}
+
+static unsigned int nr_linked(const struct sim *m, const struct stask *k)
+{
+	const struct ffq_sched *s = &m->s;
+	const struct ffq_task *t = &k->t;
+
+	return ffq_hnode_linked(&s->ready, &t->ready) +
+	       ffq_hnode_linked(&s->vt, &t->vt) +
+	       ffq_hnode_linked(&s->prog, &t->prog) +
+	       ffq_hnode_linked(&s->timer, &t->timer) +
+	       ffq_hnode_linked(&s->block, &t->block);
+}
+
+static void check_all_heaps_empty(const struct ffq_sched *s)
+{
+	CHECK(!s->ready.root && !s->vt.root && !s->prog.root &&
+	      !s->timer.root && !s->block.root);
+	CHECK_EQ(s->ready.nr, 0);
+	CHECK_EQ(s->vt.nr, 0);
+	CHECK_EQ(s->prog.nr, 0);
+	CHECK_EQ(s->timer.nr, 0);
+	CHECK_EQ(s->block.nr, 0);
+	CHECK_EQ(ffq_next_deadline(s), 0);
+}
+
+/* ---- tagging ---- */
+
+TEST(tags_start_at_vtime_or_last_finish)
+{
+	struct sim *m = sim_new(2, 8, 0, 0, 0);
+	struct stask *a = &m->tk[0], *b = &m->tk[1];
+	unsigned int i;
+
+	/* back to back: consecutive tags */
+	CHECK_EQ(sim_arrive(m, a, 1000, 0, true), 0);
+	CHECK_EQ(sim_arrive(m, a, 500, 0, true), 1000);
+	CHECK_EQ(sim_arrive(m, a, 7, 0, true), 1500);
+	CHECK_EQ(a->t.last_finish, 1507);
+	CHECK_EQ(m->s.max_finish, 1507);
+	CHECK_EQ(m->s.vtime, 0);
+	/* another task starts at virtual time, not after a */
+	CHECK_EQ(sim_arrive(m, b, 100, 0, true), 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	/* a(0), b(0) and a(1000) are in the device, a(1500) queued */
+	CHECK_EQ(a->nf, 2);
+	CHECK_EQ(b->nf, 1);
+	CHECK_EQ(m->s.vtime, 0);
+	sim_complete(m, a, 0);
+	CHECK_EQ(m->s.vtime, 0);		/* b(0) still out */
+	sim_complete(m, b, 0);
+	CHECK_EQ(m->s.vtime, 1000);		/* a(1000) in the device */
+	/* b is behind virtual time: it starts there, without credit */
+	CHECK_EQ(b->t.last_finish, 100);
+	CHECK_EQ(sim_arrive(m, b, 100, 0, true), 1000);
+	sim_complete(m, a, 0);
+	CHECK_EQ(m->s.vtime, 1000);		/* b(1000) queued */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_EMPTY);
+	for (i = 0; i < 2; i++)
+		sim_complete(m, a->nf ? a : b, 0);
+	/* nothing outstanding: virtual time is the largest finish tag */
+	CHECK_EQ(m->s.vtime, 1507);
+	CHECK_EQ(m->s.max_finish, 1507);
+	CHECK_EQ(sim_arrive(m, b, 1, 0, true), 1507);
+	CHECK_EQ(sim_arrive(m, a, 1, 0, true), 1507);
+	free(m);
+}
+
+static unsigned long pct(unsigned long part, unsigned long whole)
+{
+	return whole ? part * 100 / whole : 0;
+}
+
+/*
+ * Two backlogged tasks share the device; one goes idle for a long time and
+ * comes back with many requests: it starts at virtual time and gets its
+ * half from then on, not a burst for the time it was away.
+ */
+TEST(idle_task_returns_without_credit)
+{
+	struct sim *m = sim_new(2, 2, (u64)FFQ_DEFAULT_THROTTLE_US * 1000,
+				(u64)FFQ_DEFAULT_ANTIC_US * 1000,
+				(u64)FFQ_DEFAULT_ANTIC_BLOCK_US * 1000);
+	struct stask *a = &m->tk[0], *b = &m->tk[1];
+	unsigned long a0, b0, b20 = 0, i;
+	u64 v, start;
+
+	sim_workload(a, 16, false, 0, 100000, 100000, true);
+	sim_workload(b, 16, false, 0, 100000, 100000, true);
+	sim_start(m);
+	sim_run(m, 1000);
+	CHECK_EQ(m->ndisp, 1000);
+	CHECK(pct(a->ndisp, 1000) >= 49 && pct(b->ndisp, 1000) >= 49);
+
+	/* b goes idle; a runs alone for a while, virtual time moves on */
+	b->keep = 0;
+	sim_run(m, 5000);
+	CHECK_EQ(b->nq + b->nf, 0);
+	CHECK(!ffq_task_active(&b->t));
+	v = m->s.vtime;
+	CHECK(v > b->t.last_finish + 4000ULL * 100000);
+
+	/* b is back with 200 requests: its first starts at virtual time */
+	start = sim_arrive(m, b, 100000, 100000, true);
+	CHECK_EQ(start, v);
+	b->keep = 200;
+	sim_refill(m, b);
+	CHECK_EQ(b->nq, 200);
+	a0 = a->ndisp;
+	b0 = b->ndisp;
+	for (i = 0; i < 20; i++) {
+		sim_run(m, 1);
+		b20 = b->ndisp - b0;
+	}
+	CHECK(b20 <= 12);
+	sim_run(m, 180);
+	CHECK_EQ(a->ndisp - a0 + b->ndisp - b0, 200);
+	CHECK(pct(b->ndisp - b0, 200) >= 45 && pct(b->ndisp - b0, 200) <= 55);
+	CHECK(!m->failed);
+	free(m);
+}
+
+/* ---- virtual time ---- */
+
+/* A slow request in the device holds virtual time while others complete. */
+TEST(vtime_held_by_slow_request_in_device)
+{
+	struct sim *m = sim_new(3, 32, 0, 0, 0);
+	struct stask *a = &m->tk[0], *b = &m->tk[1], *c = &m->tk[2];
+	unsigned int i;
+
+	CHECK_EQ(sim_arrive(m, a, 1000, 0, false), 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == a);
+	for (i = 0; i < 10; i++)
+		CHECK_EQ(sim_arrive(m, b, 1000, 0, false), i * 1000);
+	for (i = 0; i < 10; i++) {
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+		sim_complete(m, b, 0);
+		/* Min-SFQ: a's request is still in the device */
+		CHECK_EQ(m->s.vtime, 0);
+	}
+	/* b goes on after its last finish, a newcomer at virtual time */
+	CHECK_EQ(sim_arrive(m, b, 1000, 0, false), 10000);
+	CHECK_EQ(sim_arrive(m, c, 1000, 0, false), 0);
+	/* a completes: virtual time is the smallest outstanding, c's */
+	sim_complete(m, a, 0);
+	CHECK_EQ(m->s.vtime, 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == c);
+	CHECK_EQ(m->s.vtime, 0);
+	sim_complete(m, c, 0);
+	CHECK_EQ(m->s.vtime, 10000);		/* b(10000) queued */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	sim_complete(m, b, 0);
+	CHECK_EQ(m->s.vtime, m->s.max_finish);
+	CHECK_EQ(m->s.max_finish, 11000);
+	check_all_heaps_empty(&m->s);
+	free(m);
+}
+
+/*
+ * One random event.  Tasks 0..3 are heavy: they queue up to 64 requests;
+ * tasks 4..7 are light: one request at a time, so they anticipate often.
+ * Task 0's requests are slow: they stay in the device while others
+ * complete.
+ */
+static void rand_event(struct sim *m, unsigned long *exits)
+{
+	unsigned int r = rng() % 100, i, j;
+	struct stask *k = &m->tk[rng() % m->nt];
+
+	if (r < 30) {
+		if (k->t.flags & FFQ_T_EXITED)
+			return;
+		if (k - m->tk < 4 ? k->nq < 64 : !k->t.nr_out)
+			sim_arrive(m, k, 1 + rng() % 5000, 0, rng() % 8 != 0);
+	} else if (r < 60) {
+		sim_pick(m);
+	} else if (r < 86) {
+		if (!m->s.inflight)
+			return;
+		j = rng() % m->s.inflight;
+		for (i = 0; j >= m->tk[i].nf; i++)
+			j -= m->tk[i].nf;
+		if (i == 0 && rng() % 20)
+			return;
+		sim_complete(m, &m->tk[i], j);
+	} else if (r < 88) {
+		if (k->nq)
+			sim_remove_queued(m, k, rng() % k->nq);
+	} else if (r < 97) {
+		m->now += rng() % 3000;
+		sim_timers(m);
+	} else if (r < 99) {
+		if (ffq_next_deadline(&m->s))
+			m->now = ffq_next_deadline(&m->s);
+		sim_timers(m);
+	} else if (!(k->t.flags & FFQ_T_EXITED)) {
+		sim_exit(m, k);
+		(*exits)++;
+	}
+}
+
+struct rand_cfg {
+	u32 depth;
+	u64 throttle;
+	u64 antic;
+	u64 block;
+};
+
+/*
+ * Random arrivals, dispatches, out-of-order completions (task 0's requests
+ * are slow: they complete late while others complete), merges, exits and
+ * timers; after every event sim_check() compares virtual time with the
+ * brute-force minimum over the model's outstanding requests and the
+ * hypothetical ones of anticipating tasks, checks it never decreased and
+ * that every heap holds exactly the tasks it should.
+ */
+TEST(vtime_is_min_outstanding_start_random)
+{
+	static const struct rand_cfg cfg[] = {
+		{ 1, 0, 0, 0 },
+		{ 4, 0, 20000, 2000 },
+		{ 8, 3000, 0, 0 },
+		{ 8, 3000, 20000, 5000 },
+		{ 2, 10000, 15000, 30000 },	/* blocks for all of it */
+		{ 16, 1, 8000, 0 },		/* never blocks */
+		{ 3, 20000, 50000, 10000 },
+	};
+	unsigned long throttled = 0, antic = 0, unblocks = 0, expiries = 0;
+	unsigned long exits = 0, dispatched = 0;
+	unsigned int c;
+
+	rng_seed(4);
+	for (c = 0; c < ARRAY_SIZE(cfg); c++) {
+		struct sim *m = sim_new(8, cfg[c].depth, cfg[c].throttle,
+					cfg[c].antic, cfg[c].block);
+		unsigned int step, i;
+
+		for (step = 0; step < 60000 && !m->failed; step++) {
+			rand_event(m, &exits);
+			/* an exited task, all freed: a new one in its place */
+			for (i = 0; i < m->nt; i++) {
+				struct stask *k = &m->tk[i];
+
+				if (!(k->t.flags & FFQ_T_EXITED) ||
+				    ffq_task_active(&k->t))
+					continue;
+				CHECK_EQ(nr_linked(m, k), 0);
+				ffq_task_init(&k->t);
+				sim_check(m);
+			}
+		}
+		/* drain: everything completes, anticipation runs out */
+		for (step = 0; step < 100000 && !m->failed; step++) {
+			bool any = false;
+
+			for (i = 0; i < m->nt; i++) {
+				while (m->tk[i].nf) {
+					sim_complete(m, &m->tk[i], 0);
+					any = true;
+				}
+				if (m->tk[i].nq)
+					any = true;
+			}
+			while (sim_pick(m) == FFQ_PICK_TASK)
+				any = true;
+			if (ffq_next_deadline(&m->s)) {
+				m->now = ffq_next_deadline(&m->s);
+				sim_timers(m);
+				any = true;
+			}
+			if (!any)
+				break;
+		}
+		CHECK_EQ(m->s.inflight, 0);
+		CHECK_EQ(m->s.vtime, m->s.max_finish);
+		check_all_heaps_empty(&m->s);
+		CHECK(!m->failed);
+		throttled += m->npick[FFQ_PICK_THROTTLED];
+		antic += m->npick[FFQ_PICK_ANTIC];
+		unblocks += m->unblocks;
+		expiries += m->expiries;
+		dispatched += m->ndisp;
+		free(m);
+	}
+	/* the run went through every path */
+	CHECK(throttled > 1000);
+	CHECK(antic > 1000);
+	CHECK(unblocks > 1000);
+	CHECK(expiries > 1000);
+	CHECK(exits > 100);
+	CHECK(dispatched > 25000);
+}
+
+/* ---- dispatch ---- */
+
+TEST(dispatch_in_start_tag_order)
+{
+	struct sim *m = sim_new(6, FFQ_MAX_DEPTH, 0, 0, 0);
+	unsigned int i, n = 0, step;
+	u64 prev = 0;
+
+	/* everything queued first: dispatched in non-decreasing tags */
+	rng_seed(5);
+	for (i = 0; i < 240; i++)
+		sim_arrive(m, &m->tk[rng() % 6], 1 + rng() % 10000, 0, true);
+	while (sim_pick(m) == FFQ_PICK_TASK) {
+		CHECK(m->last_start >= prev);
+		prev = m->last_start;
+		n++;
+	}
+	CHECK_EQ(n, 240);
+	CHECK_EQ(m->s.inflight, 240);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_EMPTY);
+	for (i = 0; i < 6; i++)
+		while (m->tk[i].nf)
+			sim_complete(m, &m->tk[i], m->tk[i].nf - 1);
+
+	/*
+	 * Interleaved with arrivals and completions, each dispatch is of
+	 * the smallest start tag queued (sim_pick() checks it).
+	 */
+	for (step = 0; step < 20000 && !m->failed; step++) {
+		struct stask *k = &m->tk[rng() % 6];
+
+		switch (rng() % 3) {
+		case 0:
+			if (k->nq < QCAP)
+				sim_arrive(m, k, 1 + rng() % 10000, 0, true);
+			break;
+		case 1:
+			sim_pick(m);
+			break;
+		case 2:
+			if (k->nf)
+				sim_complete(m, k, rng() % k->nf);
+			break;
+		}
+	}
+	CHECK(m->ndisp > 6000);
+	CHECK(!m->failed);
+	free(m);
+}
+
+/* Completes the oldest request in the device of the first task with one. */
+static void complete_any(struct sim *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nt; i++) {
+		if (m->tk[i].nf) {
+			sim_complete(m, &m->tk[i], 0);
+			return;
+		}
+	}
+	CHECK(!"nothing in the device");
+}
+
+TEST(dispatch_stops_at_depth)
+{
+	struct sim *m = sim_new(2, 4, 0, 0, 0);
+	struct stask *a = &m->tk[0], *b = &m->tk[1];
+	unsigned int i;
+
+	CHECK_EQ(sim_pick(m), FFQ_PICK_EMPTY);
+	for (i = 0; i < 5; i++) {
+		sim_arrive(m, a, 100, 0, false);
+		sim_arrive(m, b, 100, 0, false);
+	}
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(m->s.inflight, 4);
+	CHECK_EQ(a->nf, 2);
+	CHECK_EQ(b->nf, 2);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	CHECK_EQ(m->gap, 0);
+	sim_complete(m, a, 1);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	/* depth lowered below what is in the device */
+	m->depth = 2;
+	complete_any(m);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	complete_any(m);
+	CHECK_EQ(m->s.inflight, 2);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	complete_any(m);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(m->s.inflight, 2);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	/* depth 0 lets nothing go */
+	m->depth = 0;
+	complete_any(m);
+	complete_any(m);
+	CHECK_EQ(m->s.inflight, 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	/* depth 1: one at a time */
+	m->depth = 1;
+	while (a->nq + b->nq) {
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+		CHECK_EQ(sim_pick(m), a->nq + b->nq ? FFQ_PICK_FULL :
+						      FFQ_PICK_EMPTY);
+		sim_complete(m, m->last, 0);
+	}
+	CHECK_EQ(m->ndisp, 10);
+	/* nothing queued is empty, not full */
+	m->depth = 0;
+	CHECK_EQ(sim_pick(m), FFQ_PICK_EMPTY);
+	free(m);
+}
+
+/* ---- throttle ---- */
+
+/*
+ * l has one request in the device and nothing queued; h queues 20.  With
+ * throttle 5000, h may run up to 5000 ahead of l's progress (the start of
+ * its request in the device), then waits.
+ */
+static struct sim *throttle_setup(u64 throttle)
+{
+	struct sim *m = sim_new(2, 100, throttle, 0, 0);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	unsigned int i;
+
+	CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == l);
+	for (i = 0; i < 20; i++)
+		CHECK_EQ(sim_arrive(m, h, 1000, 0, true), i * 1000);
+	return m;
+}
+
+TEST(throttle_holds_a_task_too_far_ahead)
+{
+	struct sim *m = throttle_setup(5000);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	struct ffq_task *t;
+	unsigned int i;
+	u64 gap;
+
+	for (i = 0; i <= 5; i++) {
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+		CHECK(m->last == h);
+		CHECK_EQ(m->gap, i * 1000);
+	}
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	CHECK_EQ(m->gap, 6000);
+	CHECK_EQ(ffq_pick(&m->s, 100, 6000, &t, &gap), FFQ_PICK_TASK);
+	CHECK(t == &h->t);
+	CHECK_EQ(gap, 6000);
+	CHECK_EQ(ffq_pick(&m->s, 100, 5999, &t, &gap), FFQ_PICK_THROTTLED);
+	CHECK(!t);
+	CHECK_EQ(gap, 6000);
+	/* h's own completions do not help: l is still behind */
+	while (h->nf)
+		sim_complete(m, h, 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	CHECK_EQ(m->gap, 6000);
+	/* l's request completes, l is inactive: h goes */
+	sim_complete(m, l, 0);
+	CHECK(!ffq_task_active(&l->t));
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == h);
+	CHECK_EQ(m->gap, 0);
+	CHECK(!m->failed);
+	free(m);
+}
+
+TEST(throttle_released_when_the_laggard_queues)
+{
+	struct sim *m = throttle_setup(5000);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	unsigned int i;
+
+	for (i = 0; i <= 5; i++)
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	/*
+	 * l queues its next request while the first is still in the device:
+	 * its head is the smallest queued tag, so it goes (no deadlock),
+	 * and with its progress at 1000, h is 5000 ahead: h goes too.
+	 */
+	CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 1000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == l);
+	CHECK_EQ(m->last_start, 1000);
+	CHECK_EQ(m->gap, 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == h);
+	CHECK_EQ(m->last_start, 6000);
+	CHECK_EQ(m->gap, 5000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	CHECK_EQ(m->gap, 6000);
+	/*
+	 * l, throttled itself?  No: its own queued head is the minimum, so
+	 * it can always dispatch, however far behind h is.
+	 */
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 2000 + i * 1000);
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+		CHECK(m->last == l);
+		CHECK_EQ(m->gap, 0);
+	}
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);	/* 7000 - 4000 <= 5000 */
+	CHECK(m->last == h);
+	CHECK(!m->failed);
+	free(m);
+}
+
+TEST(throttle_zero_is_off)
+{
+	struct sim *m = throttle_setup(0);
+	struct stask *h = &m->tk[1];
+	unsigned int i;
+
+	for (i = 0; i < 20; i++) {
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+		CHECK(m->last == h);
+		CHECK_EQ(m->gap, i * 1000);
+	}
+	CHECK_EQ(sim_pick(m), FFQ_PICK_EMPTY);
+	CHECK_EQ(m->gap, 0);
+	free(m);
+}
+
+/* ---- anticipation ---- */
+
+TEST(anticipation_starts_only_when_it_should)
+{
+	struct ffq_task t;
+
+	/* synchronous, nothing else outstanding */
+	ffq_task_init(&t);
+	t.last_finish = 4321;
+	CHECK(ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK_EQ(t.flags, FFQ_T_ANTIC | FFQ_T_BLOCKING);
+	CHECK_EQ(t.antic_start, 4321);
+	CHECK_EQ(t.antic_until, 21000);
+	CHECK_EQ(t.block_until, 3000);
+	CHECK(ffq_task_active(&t));
+	/* block_ns 0: anticipates without blocking */
+	ffq_task_init(&t);
+	CHECK(ffq_complete(&t, true, 1000, 20000, 0));
+	CHECK_EQ(t.flags, FFQ_T_ANTIC);
+	CHECK_EQ(t.antic_until, 21000);
+	/* blocking is never longer than anticipation */
+	ffq_task_init(&t);
+	CHECK(ffq_complete(&t, true, 1000, 20000, 50000));
+	CHECK_EQ(t.block_until, 21000);
+	CHECK_EQ(t.antic_until, 21000);
+	/* asynchronous */
+	ffq_task_init(&t);
+	CHECK(!ffq_complete(&t, false, 1000, 20000, 2000));
+	CHECK_EQ(t.flags, 0);
+	/* other requests outstanding */
+	ffq_task_init(&t);
+	t.nr_out = 1;
+	CHECK(!ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK_EQ(t.flags, 0);
+	/* anticipation off */
+	ffq_task_init(&t);
+	CHECK(!ffq_complete(&t, true, 1000, 0, 2000));
+	CHECK_EQ(t.flags, 0);
+	CHECK(!ffq_task_active(&t));
+	/* exited */
+	ffq_task_init(&t);
+	CHECK(!ffq_exit(&t));
+	CHECK(!ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK_EQ(t.flags, FFQ_T_EXITED);
+	/* an arrival ends it */
+	ffq_task_init(&t);
+	CHECK(ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK(ffq_arrive(&t));
+	CHECK_EQ(t.flags, 0);
+	CHECK(!ffq_arrive(&t));
+}
+
+/*
+ * h has requests tagged 0, 1000, 2000, 3000; l one tagged 0 of charge 500.
+ * h(0) and l(0) are in the device (depth 2); l's completes at 5000 ns and
+ * l anticipates with start tag 500, blocking until 7000 ns, holding
+ * virtual time until 25000 ns.
+ */
+static struct sim *antic_setup(void)
+{
+	struct sim *m = sim_new(2, 2, 0, 20000, 2000);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	unsigned int i;
+
+	m->now = 1000;
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(sim_arrive(m, h, 1000, 0, true), i * 1000);
+	CHECK_EQ(sim_arrive(m, l, 500, 0, true), 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	CHECK_EQ(l->nf, 1);
+	CHECK_EQ(h->nf, 1);
+	m->now = 5000;
+	sim_complete(m, l, 0);
+	CHECK(m->antic_started);
+	CHECK_EQ(l->t.flags, FFQ_T_ANTIC | FFQ_T_BLOCKING);
+	CHECK_EQ(l->t.antic_start, 500);
+	CHECK_EQ(l->t.antic_start, l->t.last_finish);
+	CHECK_EQ(l->t.antic_until, 25000);
+	CHECK_EQ(l->t.block_until, 7000);
+	CHECK_EQ(ffq_next_deadline(&m->s), 7000);
+	CHECK(m->s.block.root == &l->t.block);
+	CHECK_EQ(m->s.block.root->key, 500);
+	CHECK(ffq_hnode_linked(&m->s.vt, &l->t.vt));
+	CHECK_EQ(l->t.vt.key, 500);
+	CHECK_EQ(m->s.vtime, 0);		/* h(0) in the device */
+	return m;
+}
+
+TEST(anticipation_blocks_then_holds_vtime_then_expires)
+{
+	struct sim *m = antic_setup();
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+
+	/* l's hypothetical 500 goes before h's 1000: the device waits */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	m->now = 6999;
+	sim_timers(m);
+	CHECK_EQ(m->unblocks + m->expiries, 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	/* blocking ends; the hypothetical request still holds vtime */
+	m->now = 7000;
+	CHECK(ffq_timer_due(&m->s, m->now) == &l->t);
+	CHECK_EQ(ffq_timer_fire(&m->s, &l->t, m->now), FFQ_TIMER_UNBLOCK);
+	sim_check(m);
+	CHECK(!ffq_timer_due(&m->s, m->now));
+	CHECK_EQ(l->t.flags, FFQ_T_ANTIC);
+	CHECK(!m->s.block.root);
+	CHECK_EQ(ffq_next_deadline(&m->s), 25000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == h);
+	CHECK_EQ(m->last_start, 1000);
+	sim_complete(m, h, 0);			/* h(0) */
+	CHECK_EQ(m->s.vtime, 500);		/* held by l */
+	sim_complete(m, h, 0);			/* h(1000) */
+	CHECK_EQ(m->s.vtime, 500);
+	CHECK(ffq_task_active(&l->t));
+	m->now = 24999;
+	sim_timers(m);
+	CHECK_EQ(m->expiries, 0);
+	/* anticipation ends: l inactive, virtual time moves on */
+	m->now = 25000;
+	CHECK(ffq_timer_due(&m->s, m->now) == &l->t);
+	CHECK_EQ(ffq_timer_fire(&m->s, &l->t, m->now), FFQ_TIMER_EXPIRE);
+	sim_check(m);
+	CHECK_EQ(l->t.flags, 0);
+	CHECK(!ffq_task_active(&l->t));
+	CHECK_EQ(nr_linked(m, l), 0);
+	CHECK_EQ(ffq_next_deadline(&m->s), 0);
+	CHECK_EQ(m->s.vtime, 2000);		/* h's queued head */
+	/* l's next request lost its place: it starts at virtual time */
+	CHECK_EQ(sim_arrive(m, l, 500, 0, true), 2000);
+	CHECK(!m->failed);
+	free(m);
+}
+
+TEST(anticipation_fulfilled_keeps_the_place)
+{
+	struct sim *m = antic_setup();
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	u64 start;
+
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	m->now = 6000;
+	sim_complete(m, h, 0);
+	CHECK_EQ(m->s.vtime, 500);
+	/* l's next request arrives: it starts at its last finish */
+	start = ffq_tag(&m->s, &l->t, 500);
+	CHECK_EQ(start, 500);
+	CHECK(ffq_arrive(&l->t));
+	CHECK_EQ(l->t.flags, 0);
+	l->q[0] = (struct srq){ .start = start, .charge = 500, .sync = true };
+	l->nq = 1;
+	sim_facts(m, l);
+	ffq_update(&m->s, &l->t);
+	sim_check(m);
+	CHECK_EQ(ffq_next_deadline(&m->s), 0);
+	CHECK(!m->s.block.root);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == l);
+	CHECK_EQ(m->last_start, 500);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == h);
+	CHECK(!m->failed);
+	free(m);
+}
+
+/* An anticipated start tag equal to the next queued one does not block. */
+TEST(anticipation_blocks_only_a_later_start)
+{
+	struct sim *m = sim_new(2, 4, 0, 20000, 2000);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+
+	CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_arrive(m, h, 1000, 0, true), 0);
+	CHECK_EQ(sim_arrive(m, h, 1000, 0, true), 1000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);	/* h(0) */
+	sim_complete(m, l, 0);
+	CHECK(m->antic_started);
+	CHECK_EQ(l->t.antic_start, 1000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);	/* h(1000): not later */
+	CHECK(m->last == h);
+	CHECK_EQ(sim_arrive(m, h, 1000, 0, true), 2000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	CHECK(!m->failed);
+	free(m);
+}
+
+/*
+ * A light task at iodepth 1 thinks 500 us after each completion (less than
+ * the 2 ms block time, more than the 100 us service time) against a heavy
+ * task keeping 32 outstanding, depth 1.  Returns the light task's share of
+ * the dispatches, in percent.
+ */
+static unsigned long light_share(u64 antic, u64 block, unsigned long *idle)
+{
+	struct sim *m = sim_new(2, 1, (u64)FFQ_DEFAULT_THROTTLE_US * 1000,
+				antic, block);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	unsigned long share;
+
+	sim_workload(l, 0, true, 500000, 100000, 100000, true);
+	sim_workload(h, 32, false, 0, 100000, 100000, true);
+	sim_start(m);
+	sim_run(m, 4000);
+	CHECK_EQ(m->ndisp, 4000);
+	CHECK(!m->failed);
+	share = pct(l->ndisp, m->ndisp);
+	*idle = m->npick[FFQ_PICK_ANTIC];
+	free(m);
+	return share;
+}
+
+TEST(deceptively_idle_task_keeps_its_share)
+{
+	unsigned long with, without, idle_with, idle_without;
+
+	with = light_share((u64)FFQ_DEFAULT_ANTIC_US * 1000,
+			   (u64)FFQ_DEFAULT_ANTIC_BLOCK_US * 1000, &idle_with);
+	without = light_share(0, 0, &idle_without);
+	CHECK(with >= 40);
+	CHECK(with <= 50);
+	CHECK(without < with);
+	CHECK(without <= 25);
+	CHECK(idle_with > 1000);
+	CHECK_EQ(idle_without, 0);
+}
+
+/* ---- timers ---- */
+
+#define TN	64
+
+struct ttask {
+	struct ffq_task t;
+	u64 unblocked;		/* when it was unblocked, 0: never */
+	u64 expired;		/* when it expired, 0: never */
+	bool cancelled;
+	bool blocks;		/* expected to fire UNBLOCK */
+};
+
+static struct ttask *ttask_of(struct ffq_task *t)
+{
+	return ffq_container_of(t, struct ttask, t);
+}
+
+static u64 timer_key(const struct ffq_task *t)
+{
+	return (t->flags & FFQ_T_BLOCKING) ? t->block_until : t->antic_until;
+}
+
+/* TN tasks anticipate with random deadlines; some are cancelled. */
+static void timers_setup(struct ffq_sched *s, struct ttask *tk)
+{
+	unsigned int i;
+
+	ffq_sched_init(s);
+	for (i = 0; i < TN; i++) {
+		struct ffq_task *t = &tk[i].t;
+		u64 now = 1000000 + rng() % 1000;
+		u64 antic = 1 + rng() % 100000;
+		u64 block = rng() % 4 ? rng() % 120000 : 0;
+
+		memset(&tk[i], 0, sizeof(tk[i]));
+		ffq_task_init(t);
+		t->last_finish = rng() % 1000000;
+		s->max_finish = 1000000;
+		CHECK(ffq_complete(t, true, now, antic, block));
+		tk[i].blocks = block && block < antic;
+		CHECK_EQ(!!(t->flags & FFQ_T_BLOCKING), !!block);
+		ffq_update(s, t);
+	}
+	CHECK_EQ(s->timer.nr, TN);
+	for (i = 0; i < TN; i += 4) {
+		struct ffq_task *t = &tk[i].t;
+
+		CHECK(ffq_arrive(t));
+		tk[i].cancelled = true;
+		t->nr_queued = 1;
+		t->head_start = s->vtime;
+		t->nr_out = 1;
+		ffq_update(s, t);
+		CHECK(!ffq_hnode_linked(&s->timer, &t->timer));
+		CHECK(!ffq_hnode_linked(&s->block, &t->block));
+	}
+	CHECK_EQ(s->timer.nr, TN - TN / 4);
+}
+
+static u64 timers_brute_min(const struct ttask *tk)
+{
+	u64 min = U64_MAX;
+	unsigned int i;
+
+	for (i = 0; i < TN; i++)
+		if ((tk[i].t.flags & FFQ_T_ANTIC) && timer_key(&tk[i].t) < min)
+			min = timer_key(&tk[i].t);
+	return min == U64_MAX ? 0 : min;
+}
+
+TEST(timers_fire_in_deadline_order)
+{
+	static struct ttask tk[TN];
+	struct ffq_sched s;
+	struct ffq_task *t;
+	unsigned int i, fired = 0, expect = 0, nblock;
+	u64 d, last = 0;
+
+	rng_seed(8);
+	timers_setup(&s, tk);
+	/* fire each deadline exactly when it falls due */
+	while ((d = ffq_next_deadline(&s))) {
+		CHECK_EQ(d, timers_brute_min(tk));
+		CHECK(d >= last);
+		CHECK(!ffq_timer_due(&s, d - 1));
+		last = d;
+		while ((t = ffq_timer_due(&s, d))) {
+			struct ttask *k = ttask_of(t);
+
+			CHECK_EQ(timer_key(t), d);
+			if (ffq_timer_fire(&s, t, d) == FFQ_TIMER_UNBLOCK) {
+				CHECK(k->blocks && !k->unblocked);
+				CHECK_EQ(d, t->block_until);
+				CHECK(d < t->antic_until);
+				CHECK_EQ(t->flags, FFQ_T_ANTIC);
+				CHECK(!ffq_hnode_linked(&s.block, &t->block));
+				CHECK(ffq_hnode_linked(&s.vt, &t->vt));
+				k->unblocked = d;
+			} else {
+				CHECK(!k->expired);
+				CHECK_EQ(d, t->antic_until);
+				CHECK_EQ(t->flags, 0);
+				CHECK(!ffq_task_active(t));
+				k->expired = d;
+			}
+			fired++;
+		}
+		for (i = 0, nblock = 0; i < TN; i++)
+			nblock += (tk[i].t.flags & FFQ_T_BLOCKING) != 0;
+		CHECK_EQ(s.block.nr, nblock);
+	}
+	for (i = 0; i < TN; i++) {
+		if (tk[i].cancelled) {
+			CHECK(!tk[i].unblocked && !tk[i].expired);
+			continue;
+		}
+		expect += 1 + tk[i].blocks;
+		CHECK(tk[i].expired);
+		CHECK_EQ(!!tk[i].unblocked, tk[i].blocks);
+		if (tk[i].blocks)
+			CHECK(tk[i].unblocked < tk[i].expired);
+	}
+	CHECK_EQ(s.timer.nr, 0);
+	CHECK_EQ(s.block.nr, 0);
+	CHECK_EQ(s.vt.nr, TN / 4);	/* the cancelled ones, queued */
+	CHECK_EQ(fired, expect);
+	CHECK(expect >= TN - TN / 4 + 8);
+}
+
+/* Timers served late, in coarse steps: still in order, none lost. */
+TEST(timers_fired_late_stay_in_order)
+{
+	static struct ttask tk[TN];
+	struct ffq_sched s;
+	struct ffq_task *t;
+	unsigned int i;
+	u64 now, last;
+
+	rng_seed(9);
+	timers_setup(&s, tk);
+	for (now = 1000000; s.timer.nr; now += 7919) {
+		last = 0;
+		while ((t = ffq_timer_due(&s, now))) {
+			struct ttask *k = ttask_of(t);
+
+			CHECK(timer_key(t) >= last);
+			CHECK(timer_key(t) <= now);
+			last = timer_key(t);
+			if (ffq_timer_fire(&s, t, now) == FFQ_TIMER_UNBLOCK) {
+				CHECK(now < t->antic_until);
+				k->unblocked = now;
+			} else {
+				CHECK(now >= t->antic_until);
+				k->expired = now;
+			}
+		}
+		CHECK(!ffq_next_deadline(&s) || ffq_next_deadline(&s) > now);
+	}
+	for (i = 0; i < TN; i++) {
+		if (tk[i].cancelled)
+			continue;
+		CHECK(tk[i].expired >= tk[i].t.antic_until);
+		CHECK(tk[i].expired < tk[i].t.antic_until + 7919);
+		CHECK(!tk[i].unblocked || tk[i].unblocked < tk[i].expired);
+	}
+}
+
+/* ---- exit ---- */
+
+TEST(exit_with_requests_outstanding)
+{
+	struct sim *m = sim_new(2, 8, 0, 20000, 0);
+	struct stask *x = &m->tk[0], *y = &m->tk[1];
+	unsigned int i;
+
+	for (i = 0; i < 5; i++)
+		sim_arrive(m, x, 1000, 0, true);
+	sim_arrive(m, y, 1000, 0, true);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(x->nf + y->nf, 3);
+	/* x exits: 3 queued, 2 in the device */
+	CHECK(!ffq_exit(&x->t));
+	ffq_update(&m->s, &x->t);
+	sim_check(m);
+	CHECK(ffq_task_active(&x->t));
+	CHECK(ffq_hnode_linked(&m->s.vt, &x->t.vt));
+	CHECK(ffq_hnode_linked(&m->s.ready, &x->t.ready));
+	/* y's only request completes: it anticipates */
+	sim_complete(m, y, 0);
+	CHECK(m->antic_started);
+	/* x's queued requests still go, one is freed (merged away) */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == x);
+	sim_remove_queued(m, x, 1);
+	while (x->nf > 1) {
+		sim_complete(m, x, x->nf - 1);
+		CHECK(!m->antic_started);
+		CHECK(ffq_task_active(&x->t));
+	}
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	sim_complete(m, x, 0);
+	CHECK(ffq_task_active(&x->t));
+	sim_complete(m, x, 0);
+	/* the last synchronous completion of an exited task: no anticipation */
+	CHECK(!m->antic_started);
+	CHECK(!ffq_task_active(&x->t));
+	CHECK_EQ(nr_linked(m, x), 0);
+	/* y exits while anticipating: that ends too */
+	CHECK(y->t.flags & FFQ_T_ANTIC);
+	CHECK(ffq_exit(&y->t));
+	ffq_update(&m->s, &y->t);
+	sim_check(m);
+	CHECK_EQ(nr_linked(m, y), 0);
+	CHECK_EQ(m->s.inflight, 0);
+	check_all_heaps_empty(&m->s);
+	CHECK_EQ(m->s.max_finish, 5000);
+	CHECK_EQ(m->s.vtime, m->s.max_finish);
+	CHECK(!m->failed);
+	free(m);
+}
+
+/*
+ * Requests requeued to the driver leave the scheduler but stay counted in
+ * nr_out: the task stays active with its last dispatched start tag.
+ */
+TEST(requeued_requests_keep_the_task_active)
+{
+	struct sim *m = sim_new(2, 8, 0, 20000, 2000);
+	struct stask *a = &m->tk[0], *b = &m->tk[1];
+
+	CHECK_EQ(sim_arrive(m, a, 1000, 0, true), 0);
+	CHECK_EQ(sim_arrive(m, a, 1000, 0, true), 1000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	/* both go back to the driver */
+	a->nf = 0;
+	a->nrequeued = 2;
+	m->s.inflight = 0;
+	sim_facts(m, a);
+	ffq_update(&m->s, &a->t);
+	CHECK(ffq_task_active(&a->t));
+	CHECK_EQ(a->t.vt.key, 1000);		/* last_start */
+	CHECK_EQ(m->s.vtime, 1000);
+	CHECK_EQ(sim_arrive(m, b, 1000, 0, true), 1000);
+	/* freed: inactive, virtual time moves on */
+	a->nrequeued = 0;
+	sim_facts(m, a);
+	CHECK(!ffq_complete(&a->t, false, m->now, m->antic, m->block));
+	ffq_update(&m->s, &a->t);
+	CHECK(!ffq_task_active(&a->t));
+	CHECK_EQ(nr_linked(m, a), 0);
+	sim_check(m);
+	CHECK_EQ(m->s.vtime, 1000);		/* b's queued request */
+	free(m);
+}
+
+/* ---- retag ---- */
+
+TEST(retag_moves_last_finish)
+{
+	struct ffq_sched s;
+	struct ffq_task t;
+
+	ffq_sched_init(&s);
+	ffq_task_init(&t);
+	CHECK_EQ(ffq_tag(&s, &t, 1000), 0);
+	CHECK_EQ(ffq_tag(&s, &t, 1000), 1000);
+	CHECK_EQ(t.last_finish, 2000);
+	/* grows: the finish tag moves by as much */
+	CHECK_EQ(ffq_retag(&s, &t, 1000, 1500, true), 1500);
+	CHECK_EQ(t.last_finish, 2500);
+	CHECK_EQ(s.max_finish, 2500);
+	CHECK_EQ(ffq_retag(&s, &t, 1500, U32_MAX, true), U32_MAX);
+	CHECK_EQ(t.last_finish, 2500 + (u64)U32_MAX - 1500);
+	CHECK_EQ(s.max_finish, t.last_finish);
+	CHECK_EQ(ffq_retag(&s, &t, U32_MAX, 1500, true), 1500);
+	CHECK_EQ(t.last_finish, 2500);
+	/* max_finish is the largest given: a shrink leaves it */
+	CHECK_EQ(s.max_finish, 2500 + (u64)U32_MAX - 1500);
+	/* shrinks: the finish tag moves back by as much ... */
+	CHECK_EQ(ffq_retag(&s, &t, 1500, 700, true), 700);
+	CHECK_EQ(t.last_finish, 1700);
+	/* ... but never below the start of its latest request */
+	ffq_dispatched(&t, 1000);
+	CHECK_EQ(ffq_retag(&s, &t, 1000, 100, true), 100);
+	CHECK_EQ(t.last_finish, 1000);
+	CHECK_EQ(ffq_retag(&s, &t, 100, 1, true), 1);
+	CHECK_EQ(t.last_finish, 1000);
+	CHECK_EQ(ffq_retag(&s, &t, 1, 1, true), 1);
+	CHECK_EQ(t.last_finish, 1000);
+	CHECK_EQ(ffq_retag(&s, &t, 1, 301, true), 301);
+	CHECK_EQ(t.last_finish, 1300);
+	CHECK_EQ(ffq_retag(&s, &t, 301, 1, true), 1);
+	CHECK_EQ(t.last_finish, 1000);
+	/*
+	 * A new charge of 0 (a request merged away) comes back as 1; the
+	 * finish tag gives back the whole old charge.
+	 */
+	CHECK_EQ(ffq_retag(&s, &t, 0, 0, true), 1);
+	CHECK_EQ(t.last_finish, 1000);
+	CHECK_EQ(ffq_tag(&s, &t, 5000), 1000);
+	CHECK_EQ(t.last_finish, 6000);
+	CHECK_EQ(ffq_retag(&s, &t, 5000, 0, true), 1);
+	CHECK_EQ(t.last_finish, 1000);
+}
+
+/*
+ * Shrinking a request that is not the task's latest gives nothing back:
+ * the next arrival is still tagged after the finish of the latest, which
+ * stays queued (the task's queue stays in tag order).  Growing one charges
+ * the task; shrinking the latest gives back, down to its start tag.
+ */
+TEST(retag_keeps_tag_order_behind_a_later_request)
+{
+	struct sim *m = sim_new(1, 8, 0, 0, 0);
+	struct stask *a = &m->tk[0];
+
+	CHECK_EQ(sim_arrive(m, a, 1000, 0, true), 0);
+	CHECK_EQ(sim_arrive(m, a, 100, 0, true), 1000);
+	/* a(0) merged with something smaller: 1000 -> 100, no refund */
+	a->q[0].charge = ffq_retag(&m->s, &a->t, 1000, 100, false);
+	CHECK_EQ(a->t.last_finish, 1100);
+	CHECK_EQ(sim_arrive(m, a, 500, 0, true), 1100);
+	/* an earlier request grows: the task pays */
+	a->q[0].charge = ffq_retag(&m->s, &a->t, 100, 300, false);
+	CHECK_EQ(a->t.last_finish, 1800);
+	/* the latest shrinks: given back, down to its start tag at most */
+	a->q[2].charge = ffq_retag(&m->s, &a->t, 500, 1, true);
+	CHECK_EQ(a->t.last_finish, 1301);
+	a->q[2].charge = ffq_retag(&m->s, &a->t, 4000, 1, true);
+	CHECK_EQ(a->t.last_finish, 1100);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(a->t.last_start, 1100);
+	CHECK(a->t.last_finish >= a->t.last_start);
+	free(m);
+}
+
+/* ---- per-request word ---- */
+
+TEST(request_word_round_trip)
+{
+	static const u32 charges[] = { 0, 1, 4096, 0x80000000U, U32_MAX };
+	static const unsigned int slots[] = { 0, 1, FFQ_MAX_DEPTH, 0xffff };
+	static const unsigned int flags[] = {
+		0, FFQ_RQ_OWNED, FFQ_RQ_QUEUED | FFQ_RQ_ON_RB,
+		FFQ_RQ_OWNED | FFQ_RQ_QUEUED | FFQ_RQ_ON_RB | FFQ_RQ_TAGGED |
+		FFQ_RQ_SYNC, 0xffff,
+	};
+	unsigned int c, sl, f, i;
+
+	for (c = 0; c < ARRAY_SIZE(charges); c++)
+		for (sl = 0; sl < ARRAY_SIZE(slots); sl++)
+			for (f = 0; f < ARRAY_SIZE(flags); f++) {
+				u64 w = ffq_rq_word(charges[c], slots[sl],
+						    flags[f]);
+
+				CHECK_EQ(ffq_rq_charge(w), charges[c]);
+				CHECK_EQ(ffq_rq_slot(w), slots[sl]);
+				CHECK_EQ(ffq_rq_flags(w), flags[f]);
+			}
+	CHECK(ffq_rq_word(0, 0, 0) == 0);
+	CHECK(ffq_rq_word(U32_MAX, 0xffff, 0xffff) == U64_MAX);
+	/* out-of-range slot and flags bits stay out of the other fields */
+	CHECK_EQ(ffq_rq_slot(ffq_rq_word(7, 0x1ffff, 0)), 0xffff);
+	CHECK_EQ(ffq_rq_flags(ffq_rq_word(7, 0x1ffff, 0)), 0);
+	CHECK_EQ(ffq_rq_flags(ffq_rq_word(7, 0, 0x30001)), 1);
+	CHECK_EQ(ffq_rq_charge(ffq_rq_word(7, 0x1ffff, 0x30001)), 7);
+	/* the flags are distinct bits */
+	CHECK_EQ(FFQ_RQ_OWNED | FFQ_RQ_QUEUED | FFQ_RQ_ON_RB | FFQ_RQ_TAGGED |
+		 FFQ_RQ_SYNC, 0x1f);
+	/* setting one field of a word leaves the others */
+	rng_seed(11);
+	for (i = 0; i < 10000; i++) {
+		u32 ch = rng();
+		unsigned int s = rng() & 0xffff, fl = rng() & 0xffff;
+		u64 w = ffq_rq_word(ch, s, fl);
+
+		w = ffq_rq_word(ffq_rq_charge(w), ffq_rq_slot(w) + 0,
+				ffq_rq_flags(w) | FFQ_RQ_TAGGED);
+		CHECK_EQ(ffq_rq_charge(w), ch);
+		CHECK_EQ(ffq_rq_slot(w), s);
+		CHECK_EQ(ffq_rq_flags(w), fl | FFQ_RQ_TAGGED);
+	}
+}
+
+UNIT_MAIN(
+	UNIT(heap_root_and_inner_removal),
+	UNIT(heap_random_against_brute_force),
+	UNIT(cost_is_the_line_through_the_calibrated_points),
+	UNIT(cost_is_never_below_one),
+	UNIT(charge_scales_by_weight),
+	UNIT(weight_from_ioprio),
+	UNIT(tags_start_at_vtime_or_last_finish),
+	UNIT(idle_task_returns_without_credit),
+	UNIT(vtime_held_by_slow_request_in_device),
+	UNIT(vtime_is_min_outstanding_start_random),
+	UNIT(dispatch_in_start_tag_order),
+	UNIT(dispatch_stops_at_depth),
+	UNIT(throttle_holds_a_task_too_far_ahead),
+	UNIT(throttle_released_when_the_laggard_queues),
+	UNIT(throttle_zero_is_off),
+	UNIT(anticipation_starts_only_when_it_should),
+	UNIT(anticipation_blocks_then_holds_vtime_then_expires),
+	UNIT(anticipation_fulfilled_keeps_the_place),
+	UNIT(anticipation_blocks_only_a_later_start),
+	UNIT(deceptively_idle_task_keeps_its_share),
+	UNIT(timers_fire_in_deadline_order),
+	UNIT(timers_fired_late_stay_in_order),
+	UNIT(exit_with_requests_outstanding),
+	UNIT(requeued_requests_keep_the_task_active),
+	UNIT(retag_moves_last_finish),
+	UNIT(retag_keeps_tag_order_behind_a_later_request),
+	UNIT(request_word_round_trip)
+)
