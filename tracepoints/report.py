@@ -1,14 +1,22 @@
 """Per-request latency breakdown from a scheduler trace (ftrace text or LTTng CTF),
-and the die usage of an ssdsim trace.
+each task's share of a FlashFQ device, and the die usage of an ssdsim trace.
 
 Every scheduler's trace system follows one life cycle, which is what this
 module joins on: <sys>_insert (a request enters a staging queue),
 <sys>_dispatch (it leaves for the device), <sys>_complete (it finished),
 <sys>_requeue (the driver gave it back), each carrying dev, hctx, tag,
-sector, nr_sector, rwbs and queue; a request is (dev, hctx, tag) while it
-lives.  Other events of the system are decisions and are counted.  Times
-come from the trace's own timestamps, so staged + device = total exactly;
-the kernel's staged_ns/device_ns fields are reported beside them as a check.
+sector, nr_sector and rwbs, and queue where the scheduler has classes (k2;
+a system without one, flashfq, has the one class "all"); a request is
+(dev, hctx, tag) while it lives.  Other events of the system are decisions
+and are counted.  Times come from the trace's own timestamps, so staged +
+device = total exactly; the kernel's staged_ns/device_ns fields are
+reported beside them as a check.
+
+flashfq's events also carry the task (the pid that created the request's
+I/O context) and the request's charge: service() sums the charges each
+task was dispatched per time window against its fair share, and counts the
+scheduler's holds, anticipations and virtual time (service_markdown(),
+service_plot()).
 
 ssdsim (the emulated SSD, not a scheduler) has its own events: requests
 (ssdsim_queue, ssdsim_complete) and the flash work of its dies
@@ -43,7 +51,7 @@ class Trace:
 @dataclass
 class Request:
     dev: str
-    queue: int
+    queue: int                         # -1: the system has no classes
     rwbs: str
     sector: int
     nr_sector: int
@@ -53,6 +61,7 @@ class Request:
     requeues: int = 0
     kernel_staged_ns: int = -1
     kernel_device_ns: int = -1
+    task: int = -1                     # flashfq: the I/O context's creator
 
     @property
     def staged_ns(self) -> int:
@@ -74,6 +83,7 @@ class Breakdown:
     orphans: int                       # dispatch/complete without an insert
     decisions: Counter[str] = field(default_factory=Counter)
     lost: int = 0
+    merged: int = 0                    # inserted, then gone undispatched (merged away)
 
 
 # -- reading ----------------------------------------------------------------------
@@ -175,12 +185,25 @@ def read_trace(path: Path, system: str) -> Trace:
 # -- joining -----------------------------------------------------------------------
 
 LIFECYCLE = ("insert", "dispatch", "complete", "requeue")
+RqKey = tuple[Value, Value, Value]
+
+
+def rq_key(f: dict[str, Value]) -> RqKey:
+    """A request while it lives: (dev, hctx, tag)."""
+    return (f["dev"], f["hctx"], f["tag"])
+
+
+def reused(rq: Request | None) -> bool:
+    """An insert on @rq's key is a new request, @rq having left undispatched
+    (merged into another: no event says so).  A re-insert after a requeue
+    is the same request, which keeps its first time."""
+    return rq is not None and rq.dispatch_ns < 0 and not rq.requeues
 
 
 def breakdown(trace: Trace, system: str) -> Breakdown:
-    live: dict[tuple[Value, Value, Value], Request] = {}
+    live: dict[RqKey, Request] = {}
     done: list[Request] = []
-    orphans = 0
+    orphans = merged = 0
     decisions: Counter[str] = Counter()
     for ev in sorted(trace.events, key=lambda e: e.ts_ns):
         kind = ev.name[len(system) + 1:]
@@ -188,12 +211,16 @@ def breakdown(trace: Trace, system: str) -> Breakdown:
         if kind not in LIFECYCLE:
             decisions[kind] += 1
             continue
-        key = (f["dev"], f["hctx"], f["tag"])
+        key = rq_key(f)
         rq = live.get(key)
         if kind == "insert":
+            if reused(rq):
+                merged += 1
+                rq = None
             if rq is None:   # a re-insert after a requeue keeps its first time
-                live[key] = Request(str(f["dev"]), int(f["queue"]), str(f["rwbs"]),
-                                    int(f["sector"]), int(f["nr_sector"]), ev.ts_ns)
+                live[key] = Request(str(f["dev"]), int(f.get("queue", -1)), str(f["rwbs"]),
+                                    int(f["sector"]), int(f["nr_sector"]), ev.ts_ns,
+                                    task=int(f.get("task", -1)))
         elif rq is None:
             orphans += 1
         elif kind == "dispatch":
@@ -210,7 +237,7 @@ def breakdown(trace: Trace, system: str) -> Breakdown:
                 rq.kernel_device_ns = int(f.get("device_ns", -1))
                 done.append(rq)
             del live[key]
-    return Breakdown(done, len(live), orphans, decisions, trace.lost)
+    return Breakdown(done, len(live), orphans, decisions, trace.lost, merged)
 
 
 # -- statistics and the report ----------------------------------------------------------
@@ -219,6 +246,8 @@ PCTS = (50.0, 90.0, 99.0, 99.9)
 
 
 def queue_name(q: int) -> str:
+    if q < 0:
+        return "all"
     return f"rt{q}" if q < 8 else "be"
 
 
@@ -236,19 +265,24 @@ def per_class(bd: Breakdown) -> dict[str, dict[str, Any]]:
         groups[queue_name(rq.queue)].append(rq)
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(groups, key=lambda n: (n == "be", n)):
-        rqs = groups[name]
-        row: dict[str, Any] = {"count": len(rqs)}
-        for what in ("staged", "device", "total"):
-            vals = sorted(getattr(r, what + "_ns") for r in rqs)
-            row[what] = {p: percentile(vals, p) for p in PCTS} | {"max": float(vals[-1])}
-        out[name] = row
+        out[name] = latencies(groups[name])
     return out
+
+
+def latencies(rqs: list[Request]) -> dict[str, Any]:
+    """Count, and staged / device / total percentiles and max of @rqs (not empty)."""
+    row: dict[str, Any] = {"count": len(rqs)}
+    for what in ("staged", "device", "total"):
+        vals = sorted(getattr(r, what + "_ns") for r in rqs)
+        row[what] = {p: percentile(vals, p) for p in PCTS} | {"max": float(vals[-1])}
+    return row
 
 
 def markdown(bd: Breakdown, system: str, title: str = "") -> str:
     lines = [f"# {title or system + ' trace report'}", ""]
     lines.append(f"Requests completed: {len(bd.requests)}; still staged or in the device at "
-                 f"the end: {bd.unfinished}; events without their request's insert: "
+                 f"the end: {bd.unfinished}; merged away before dispatch: {bd.merged}; "
+                 f"events without their request's insert: "
                  f"{bd.orphans}; events lost by the tracer: {bd.lost}"
                  + (" (**the numbers below miss those requests**)" if bd.lost else "") + ".")
     lines.append("")
@@ -298,7 +332,10 @@ def plot(bd: Breakdown, trace: Trace, system: str, outdir: Path) -> list[Path]:
 
     pts = [(e.ts_ns, int(e.fields["inflight"])) for e in sorted(trace.events, key=lambda e: e.ts_ns)
            if "inflight" in e.fields and e.name.endswith(("_dispatch", "_complete", "_requeue"))]
-    bounds = [(e.ts_ns, int(e.fields["bound"])) for e in trace.events if "bound" in e.fields]
+    # k2: its bound, flashfq: the count in flight, when dispatch held requests back
+    held = [e for e in trace.events if e.name == f"{system}_throttled"]
+    what = "bound" if held and "bound" in held[0].fields else "inflight"
+    bounds = [(e.ts_ns, int(e.fields[what])) for e in held if what in e.fields]
     if pts:
         t0 = pts[0][0]
         fig, ax = plt.subplots(figsize=(10, 3.5))
@@ -306,13 +343,257 @@ def plot(bd: Breakdown, trace: Trace, system: str, outdir: Path) -> list[Path]:
                 label="in flight", lw=0.8)
         if bounds:
             ax.scatter([(t - t0) / 1e9 for t, _ in bounds], [b for _, b in bounds], s=4,
-                       color="red", label="bound (when it held requests back)")
+                       color="red", label=("bound" if what == "bound" else "in flight")
+                       + " (when dispatch held requests back)")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("requests")
         ax.legend(loc="upper right")
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         p = outdir / f"{system}-inflight.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        outs.append(p)
+    return outs
+
+
+# -- flashfq: each task's share of the device -------------------------------------------
+#
+# Service is counted in charge, not device_ns: a dispatched request's charge
+# (finish minus start tag) is what FlashFQ equalises, its cost model's
+# device time scaled by normal weight / the task's weight, so the fair share
+# of it is 1 / (active tasks) with or without ioprio_weights, and it is
+# granted at dispatch, where the scheduler decides.  device_ns (dispatch to
+# completion) is no exclusive use of the device: with several requests in
+# flight they overlap and each includes the wait behind the others inside
+# the device, so a task with more in flight collects more of it whatever
+# the scheduler does.  Its share is reported beside as a check of the cost
+# model, not plotted.
+
+@dataclass
+class TaskService:
+    """One task's service in a flashfq trace.  task: the pid that created
+    its I/O context (0: requests with none)."""
+    charge_w: list[int]          # charge dispatched per window
+    active_w: list[bool]         # a request outstanding or anticipated in the window
+    requests: int = 0            # dispatched
+    charge: int = 0              # their charges, in all
+    completions: int = 0
+    device_ns: int = 0           # device_ns of its completions, in all
+
+
+@dataclass
+class Service:
+    """A flashfq device's service per task in windows of window_ns from
+    t0_ns, and the scheduler's decisions there."""
+    dev: str
+    t0_ns: int
+    span_ns: int                 # t0 to the trace's last event
+    window_ns: int
+    windows: int
+    tasks: dict[int, TaskService] = field(default_factory=dict)
+    holds: Counter[str] = field(default_factory=Counter)    # throttle, antic
+    antic: Counter[str] = field(default_factory=Counter)    # start, expire, cancel
+    vtime_delta: int = 0         # charge units, summed over the advances
+    vtime_from: int = -1         # before the first advance
+    vtime_pts: list[tuple[int, int]] = field(default_factory=list)   # ts, vtime after
+
+    def task(self, pid: int) -> TaskService:
+        if pid not in self.tasks:
+            self.tasks[pid] = TaskService([0] * self.windows, [False] * self.windows)
+        return self.tasks[pid]
+
+    def active(self, pid: int, since_ns: int, until_ns: int) -> None:
+        w = self.task(pid).active_w
+        first = max(0, (since_ns - self.t0_ns) // self.window_ns)
+        for i in range(first, min(self.windows - 1, (until_ns - self.t0_ns) // self.window_ns) + 1):
+            w[i] = True
+
+    def shares(self) -> dict[int, list[float]]:
+        """Each task's fraction of the charge dispatched in each window
+        (nan in a window without any)."""
+        totals = [sum(t.charge_w[i] for t in self.tasks.values()) for i in range(self.windows)]
+        return {pid: [c / n if n else math.nan for c, n in zip(t.charge_w, totals)]
+                for pid, t in self.tasks.items()}
+
+    def fair(self) -> list[float]:
+        """1 / (tasks active) per window (nan in a window without any)."""
+        n = [sum(t.active_w[i] for t in self.tasks.values()) for i in range(self.windows)]
+        return [1 / k if k else math.nan for k in n]
+
+
+def auto_window(span_ns: int, windows: int = 50) -> int:
+    """A round window length (1, 2 or 5 x 10^k ns, at least 1 us) giving
+    about @windows windows over @span_ns."""
+    raw = max(span_ns / windows, 1000.0)
+    unit = 10 ** math.floor(math.log10(raw))
+    return int(next(m * unit for m in (1, 2, 5, 10) if m * unit >= raw))
+
+
+def service(trace: Trace, window_ns: int = 0, system: str = "flashfq") -> dict[str, Service]:
+    """Per device: each task's charge dispatched and activity per window of
+    @window_ns (0: auto_window() over the trace), its device_ns completed,
+    and the holds, anticipations and virtual time advances.  A task is
+    active in a window if it had a request there from its insert (or first
+    event in the trace) to its completion (or the trace's end), or an
+    anticipation running from its start to its expiry or cancellation."""
+    evs = sorted((e for e in trace.events if e.name.startswith(system + "_")),
+                 key=lambda e: e.ts_ns)
+    if not evs:
+        return {}
+    t0, end = evs[0].ts_ns, evs[-1].ts_ns
+    window_ns = window_ns or auto_window(end - t0)
+    devs: dict[str, Service] = {}
+    live: dict[RqKey, tuple[int, int, bool]] = {}   # task, since, dispatched or requeued
+    antic: dict[tuple[str, int], int] = {}          # (dev, task) -> since
+    for ev in evs:
+        f = ev.fields
+        dev = str(f["dev"])
+        s = devs.setdefault(dev, Service(dev, t0, end - t0, window_ns,
+                                                (end - t0) // window_ns + 1))
+        kind = ev.name[len(system) + 1:]
+        pid = int(f.get("task", 0))
+        if kind in LIFECYCLE:
+            key = rq_key(f)
+            known = live.pop(key, None)
+            # since the trace's start if its insert came before
+            since = known[1] if known else ev.ts_ns if kind == "insert" else t0
+            if kind == "complete":
+                s.active(pid, since, ev.ts_ns)
+                t = s.task(pid)
+                t.completions += 1
+                t.device_ns += int(f.get("device_ns", 0))
+                continue
+            if kind == "insert" and known and not known[2]:   # merged away; a new request
+                s.active(known[0], since, ev.ts_ns)
+                since = ev.ts_ns
+            live[key] = (pid, since, kind != "insert" or bool(known and known[2]))
+            if kind == "dispatch":
+                t = s.task(pid)
+                t.requests += 1
+                t.charge += int(f["charge"])
+                t.charge_w[(ev.ts_ns - t0) // window_ns] += int(f["charge"])
+        elif kind == "throttled":
+            s.holds["antic" if int(f["antic"]) else "throttle"] += 1
+        elif kind.startswith("antic_"):
+            what = kind.removeprefix("antic_")
+            s.antic[what] += 1
+            if what == "start":
+                antic.setdefault((dev, pid), ev.ts_ns)
+            else:
+                s.active(pid, antic.pop((dev, pid), t0), ev.ts_ns)
+        elif kind == "vtime":
+            if not s.vtime_pts:
+                s.vtime_from = int(f["vtime"]) - int(f["delta"])
+            s.vtime_delta += int(f["delta"])
+            s.vtime_pts.append((ev.ts_ns, int(f["vtime"])))
+    for key, (task, since, _) in live.items():
+        devs[str(key[0])].active(task, since, end)
+    for (dev, pid), since in antic.items():
+        devs[dev].active(pid, since, end)
+    return dict(sorted(devs.items()))
+
+
+def _mean(xs: list[float]) -> str:
+    return f"{sum(xs) / len(xs):.3f}" if xs else "–"
+
+
+def task_name(pid: int) -> str:
+    return f"{pid}" if pid else "0 (no I/O context)"
+
+
+def service_markdown(svcs: dict[str, Service], bd: Breakdown | None = None) -> str:
+    """Per device and task: requests, charge and its share, the share of
+    device time, the windows active and the mean share there against the
+    fair one, staged time (from @bd); then holds, anticipations and the
+    virtual time."""
+    if not svcs:
+        return ""
+    w = next(iter(svcs.values())).window_ns
+    lines = ["## Each task's share of the device", "",
+             f"Per window of {w / 1e6:g} ms, each task's share of the charge dispatched (a "
+             "request's finish minus start tag: the cost model's device time scaled by normal "
+             "weight / the task's weight, which FlashFQ equalises) against the fair share, 1 / "
+             "the tasks active (a request outstanding or an anticipation running). The device "
+             "time share (dispatch to completion, summed) checks the cost model; with several "
+             "requests in flight those times overlap and include waiting inside the device.",
+             ""]
+    for dev, s in svcs.items():
+        shares, fair = s.shares(), s.fair()
+        charge = sum(t.charge for t in s.tasks.values()) or 1
+        device = sum(t.device_ns for t in s.tasks.values()) or 1
+        lines += [f"### {dev}", "",
+                  "| task | requests | charge (ms) | share of charge | share of device time | "
+                  "windows active | share while active | fair share while active | "
+                  "staged p50 / p99 (ms) |", "|---|---|---|---|---|---|---|---|---|"]
+        for pid, t in sorted(s.tasks.items(), key=lambda kv: (-kv[1].charge, kv[0])):
+            on = [i for i in range(s.windows) if t.active_w[i] and not math.isnan(shares[pid][i])]
+            rqs = [r for r in (bd.requests if bd else []) if r.dev == dev and r.task == pid]
+            staged = "–"
+            if rqs:
+                row = latencies(rqs)["staged"]
+                staged = f"{row[50.0] / 1e6:.3f} / {row[99.0] / 1e6:.3f}"
+            lines.append(f"| {task_name(pid)} | {t.requests} | {t.charge / 1e6:.3f} | "
+                         f"{t.charge / charge:.3f} | {t.device_ns / device:.3f} | "
+                         f"{sum(t.active_w)} of {s.windows} | "
+                         f"{_mean([shares[pid][i] for i in on])} | "
+                         f"{_mean([fair[i] for i in on])} | {staged} |")
+        lines += ["", f"Dispatch held back {s.holds['throttle']} time(s) by the throttle "
+                  f"(antic=0) and {s.holds['antic']} by an anticipation (antic=1). "
+                  f"Anticipations: {s.antic['start']} started, {s.antic['expire']} expired, "
+                  f"{s.antic['cancel']} cancelled. Virtual time: {len(s.vtime_pts)} advance(s), "
+                  + (f"{s.vtime_delta / 1e6:.3f} ms in all (from {s.vtime_from / 1e6:.3f} to "
+                     f"{s.vtime_pts[-1][1] / 1e6:.3f} ms), "
+                     f"{s.vtime_delta / 1e6 / max(s.span_ns / 1e9, 1e-9):.3f} ms per second "
+                     "of trace."
+                     if s.vtime_pts else "none."), ""]
+    return "\n".join(lines)
+
+
+def service_plot(svcs: dict[str, Service], outdir: Path, system: str = "flashfq",
+                 most: int = 8) -> list[Path]:
+    """Per device: each task's share of the charge per window where it was
+    active (the @most largest tasks, the rest summed as one line) with the
+    fair share, and the virtual time."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outs = []
+    for dev, s in svcs.items():
+        edges = [i * s.window_ns / 1e9 for i in range(s.windows + 1)]
+        mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+        shares = {pid: [x if s.tasks[pid].active_w[i] else math.nan for i, x in enumerate(xs)]
+                  for pid, xs in s.shares().items()}
+        order = sorted(s.tasks, key=lambda pid: (-s.tasks[pid].charge, pid))
+        fig, (ax, av) = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
+                                     gridspec_kw={"height_ratios": [2, 1]})
+        for pid in order[:most]:
+            ax.plot(mids, shares[pid], marker=".", lw=1, label=f"task {task_name(pid)}")
+        rest = order[most:]
+        if rest:
+            on = [[shares[p][i] for p in rest if s.tasks[p].active_w[i]] for i in range(s.windows)]
+            other = [sum(xs) if xs else math.nan for xs in on]
+            ax.plot(mids, other, marker=".", lw=1, color="grey", label=f"{len(rest)} other tasks")
+        fair = s.fair()
+        ax.step(edges, fair + fair[-1:], where="post", color="black", ls="--", lw=1.2,
+                label="fair share (1 / active tasks)")
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("share of charge dispatched")
+        ax.set_title(f"{system} {dev}: each task's share per {s.window_ns / 1e6:g} ms window")
+        ax.legend(loc="upper right", fontsize="small")
+        ax.grid(True, alpha=0.3)
+        if s.vtime_pts:
+            pts = [(s.t0_ns, s.vtime_from), *s.vtime_pts]
+            av.step([(t - s.t0_ns) / 1e9 for t, _ in pts], [v / 1e6 for _, v in pts],
+                    where="post", lw=1)
+        av.set_ylabel("virtual time (ms)")
+        av.set_xlabel("time (s)")
+        av.grid(True, alpha=0.3)
+        fig.tight_layout()
+        name = f"{system}-share.png" if len(svcs) == 1 else \
+            f"{system}-share-{dev.replace(',', '_')}.png"
+        p = outdir / name
         fig.savefig(p, dpi=110)
         plt.close(fig)
         outs.append(p)

@@ -334,6 +334,26 @@ def test_report_trace_section(tmp_path: Path) -> None:
     assert re.search(rf"\| {m['runs'][0]['key']} \|[^\n]*\| 5 \|", sec)
 
 
+def test_report_trace_section_of_a_flashfq_run(tmp_path: Path) -> None:
+    """A flashfq trace (tracepoints/tests' synthetic one in place of the k2
+    run's) gets its row like k2's, in the one class flashfq has."""
+    from tracepoints.tests.test_flashfq_report import scenario
+    folder = tmp_path / "k2-trace"
+    shutil.copytree(FIX / "k2-trace", folder)
+    m = json.loads((folder / "manifest.json").read_text())
+    rec = m["runs"][0]["trace"]
+    rec["events"] = ["flashfq"]
+    text = scenario()
+    (folder / rec["file"]).write_text(text)
+    (folder / "manifest.json").write_text(json.dumps(m))
+    sec, summary = trace.report_section(results.load(folder))
+    assert re.search(r"\| asis/randread/k2-2 \| k2 \| flashfq \| all \| 101 \| 0\.005 / 0\.005 "
+                     r"\| 0\.100 / 0\.150 \| 0\.155 \| 0 \|", sec), sec
+    row = summary["configurations"]["asis/randread/k2-2"]
+    assert row["classes"]["flashfq/all"]["requests"] == 101
+    assert row["events"]["flashfq"] == text.count(": flashfq_")
+
+
 def test_report_without_traces_has_no_section(tmp_path: Path) -> None:
     folder = tmp_path / "k2"
     shutil.copytree(FIX / "k2", folder)

@@ -8,6 +8,11 @@
  *
  * usage: cloneio 0|1 NTHREADS DEVICE SECONDS
  * Built by tests/vm/test_flashfq.py on the host and copied into the VM.
+ *
+ * The threads are bare clone()s, not pthreads: they share the creator's
+ * thread pointer, so they must not touch anything of libc's that keeps
+ * per-thread state (malloc's caches, errno): buffers are static and the
+ * reads are raw system calls.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -32,6 +37,7 @@ static uint64_t blocks;
 static double until;
 static volatile long done[MAX_THREADS];
 static volatile int finished[MAX_THREADS];
+static char bufs[MAX_THREADS][4096] __attribute__((aligned(4096)));
 
 static double now(void)
 {
@@ -45,15 +51,13 @@ static int reader(void *arg)
 {
 	long idx = (long)arg;
 	uint64_t x = 0x9e3779b97f4a7c15ULL * (idx + 1);
-	void *buf;
 
-	if (posix_memalign(&buf, 4096, 4096))
-		return 1;
 	while (now() < until) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		if (pread(fd, buf, 4096, (off_t)(x % blocks) * 4096) != 4096)
+		if (syscall(SYS_pread64, fd, bufs[idx], 4096,
+			    (off_t)(x % blocks) * 4096) != 4096)
 			break;
 		done[idx]++;
 	}
@@ -81,14 +85,8 @@ int main(int argc, char **argv)
 	 * The kernel gives a task its I/O context at its first request, and
 	 * CLONE_IO shares only one that exists: read once before cloning.
 	 */
-	{
-		void *buf;
-
-		if (posix_memalign(&buf, 4096, 4096) ||
-		    pread(fd, buf, 4096, 0) != 4096)
-			return 3;
-		free(buf);
-	}
+	if (pread(fd, bufs[0], 4096, 0) != 4096)
+		return 3;
 	until = now() + atof(argv[4]);
 	flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
 		CLONE_THREAD | CLONE_SYSVSEM | (share ? CLONE_IO : 0);

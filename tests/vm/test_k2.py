@@ -5,17 +5,13 @@ requests really wait inside the device; ratios come from one VM run."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from bench import fio
-from conftest import ROOT, Guest
-from tracing import ftrace_record
-
-sys.path.insert(0, str(ROOT))
-from tracepoints import report  # noqa: E402
+from conftest import Guest
+from tracing import reset_when_held
 
 FAST = "nvme0n1"
 
@@ -235,28 +231,8 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
     g.select(dev, "k2")
     try:
         g.set_attr(dev, "max_inflight", 4)
-        args = (f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=randrw "
-                "--bs=4k --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime=4")
-        text = ftrace_record(g, "k2", f"""
-fio --output-format=json --output=/tmp/fio.json {args} &
-pid=$!
-# reset only once K2 holds requests at the bound (fio may start slowly)
-i=0
-until [ "$(cat /sys/block/{dev}/queue/iosched/inflight)" -ge 4 ]; do
-    i=$((i + 1)); [ $i -le 200 ] || {{ echo "K2 never held 4 requests"; exit 4; }}; sleep 0.05
-done
-sleep 0.2
-echo 1 > /sys/class/nvme/{ctrl}/reset_controller || exit 3
-wait $pid
-""", timeout=180)
-        res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
-        assert fio.job_stats(res, "r").error == 0
-        trace = report.read_ftrace(text, "k2")
-        assert trace.lost == 0
-        requeues = [e for e in trace.events if e.name == "k2_requeue"]
-        print(f"{ctrl} reset: {len(requeues)} requests requeued, "
-              f"{fio.job_stats(res, 'r').ios} I/Os by fio")
-        assert requeues, "the reset requeued nothing: the path was not exercised"
+        requeues, _ = reset_when_held(g, "k2", ctrl, dev,
+                                      f"/sys/block/{dev}/queue/iosched/inflight", 4)
         for e in requeues:
             assert e.fields["dev"] == devno and e.fields["queue"] == 8
             assert 0 <= int(e.fields["inflight"]) < 4

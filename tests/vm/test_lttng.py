@@ -1,8 +1,9 @@
-"""K2's events recorded by LTTng (kernel tracer and probe built by
+"""K2's and FlashFQ's events recorded by LTTng (kernel tracer and probe built by
 `make lttng-probes`), read back with babeltrace2 by scripts/trace-report."""
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 from bench import fio
@@ -51,3 +52,55 @@ fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1
     # two clock reads accounts for the rest).
     agree = sum(abs(r.kernel_device_ns - r.device_ns) < 1_000_000 for r in bd.requests)
     assert agree >= 0.95 * len(bd.requests), f"{agree} of {len(bd.requests)}"
+
+
+def test_lttng_session_records_flashfq(guest: Guest, tmp_path: Path) -> None:
+    """flashfq_* through LTTng: every field of the kernel header, one
+    complete event per fio I/O, nothing lost, staged + device = total, and
+    two equal readers at depth 1 each near half of the charge."""
+    g = guest
+    dev = g.throttled
+    devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
+    g.load("flashfq-iosched")
+    g.select(dev, "flashfq")
+    g.set_attr(dev, "depth", 1)
+    g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")
+    try:
+        path = lttng_record(g, "flashfq", f"""
+fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
+    --ioengine=libaio --rw=randread --bs=4k --iodepth=8 --time_based --runtime=3 \
+    --name=a --name=b
+""", tmp_path)
+    finally:
+        g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
+        g.select(dev, "none")
+    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    ios = sum(fio.job_stats(res, n).ios for n in ("a", "b"))
+    trace = report.read_trace(path, "flashfq")
+    assert trace.source == "lttng" and trace.lost == 0
+    rq = {"dev", "sector", "nr_sector", "hctx", "tag", "rwbs", "task", "start"}
+    fields = {"flashfq_insert": rq | {"finish", "vtime", "at_head"},
+              "flashfq_dispatch": rq | {"charge", "vtime", "staged_ns", "inflight", "gap"},
+              "flashfq_complete": rq | {"device_ns", "inflight"},
+              "flashfq_requeue": rq | {"inflight"},
+              "flashfq_throttled": {"dev", "task", "antic", "gap", "throttle", "inflight",
+                                    "queued"},
+              "flashfq_vtime": {"dev", "vtime", "delta"},
+              **{f"flashfq_antic_{k}": {"dev", "task", "start", "until_ns", "block_ns"}
+                 for k in ("start", "expire", "cancel")}}
+    names = Counter(e.name for e in trace.events)
+    print(dict(names))
+    for n in ("insert", "dispatch", "complete", "vtime"):
+        assert names[f"flashfq_{n}"] > 0
+    for ev in trace.events:
+        assert set(ev.fields) == fields[ev.name], ev
+    bd = report.breakdown(trace, "flashfq")
+    assert bd.orphans == 0 and bd.unfinished == 0
+    assert report.per_class(bd)["all"]["count"] == ios
+    for r in bd.requests:
+        assert r.staged_ns + r.device_ns == r.total_ns
+    s = report.service(trace)[devno]
+    total = sum(t.charge for t in s.tasks.values())
+    shares = [t.charge / total for t in s.tasks.values()]
+    print(f"charge shares: {shares}")
+    assert len(shares) == 2 and all(0.4 <= x <= 0.6 for x in shares)

@@ -3,10 +3,17 @@ or an LTTng kernel session (tracer and probes built by `make lttng-probes`)."""
 from __future__ import annotations
 
 import io
+import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
-from conftest import Guest
+from bench import fio
+from conftest import ROOT, Guest
+
+sys.path.insert(0, str(ROOT))
+from tracepoints import report  # noqa: E402
+from tracepoints.report import Event  # noqa: E402
 
 T = "/sys/kernel/tracing"
 
@@ -63,3 +70,35 @@ cd /tmp && tar -cf /tmp/lttng-trace.tar lttng-trace
     with tarfile.open(fileobj=io.BytesIO(g.vm.read_file("/tmp/lttng-trace.tar"))) as tf:
         tf.extractall(out)  # noqa: S202 (our own VM's trace)
     return out / "lttng-trace"
+
+
+def reset_when_held(g: Guest, system: str, ctrl: str, dev: str, inflight: str,
+                    held: int) -> tuple[list[Event], dict[str, Any]]:
+    """Random reads and writes (2 jobs at iodepth 32, 4 s) on @dev with the
+    events of @system recorded; once the file @inflight (the scheduler's own
+    in-flight count) reaches @held, reset controller @ctrl.  The
+    {system}_requeue events (none lost) and fio's result, checked error-free."""
+    args = (f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=randrw "
+            "--bs=4k --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime=4")
+    text = ftrace_record(g, system, f"""
+fio --output-format=json --output=/tmp/fio.json {args} &
+pid=$!
+# reset only once requests are held at the bound (fio may start slowly)
+i=0
+until [ "$(cat {inflight})" -ge {held} ]; do
+    i=$((i + 1)); [ $i -le 200 ] || {{ echo "never {held} requests in flight"; exit 4; }}
+    sleep 0.05
+done
+sleep 0.2
+echo 1 > /sys/class/nvme/{ctrl}/reset_controller || exit 3
+wait $pid
+""", timeout=180)
+    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    assert fio.job_stats(res, "r").error == 0
+    trace = report.read_ftrace(text, system)
+    assert trace.lost == 0
+    requeues = [e for e in trace.events if e.name == f"{system}_requeue"]
+    print(f"{ctrl} reset: {len(requeues)} requests requeued, "
+          f"{fio.job_stats(res, 'r').ios} I/Os by fio")
+    assert requeues, "the reset requeued nothing: the path was not exercised"
+    return requeues, res

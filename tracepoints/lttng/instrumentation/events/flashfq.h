@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * LTTng probe definitions of the "flashfq" trace system: the same events
+ * and field names as the kernel tracepoints in
+ * tracepoints/trace/events/flashfq.h (which see for their meaning, and
+ * which lttng-probe-flashfq.c includes first for FLASHFQ_RWBS_LEN), so
+ * that scripts/trace-report reads an LTTng trace and an ftrace trace alike.
+ * The kernel's DECLARE_EVENT_CLASS/DEFINE_EVENT are a class and instances
+ * here too.
+ */
+#undef TRACE_SYSTEM
+#define TRACE_SYSTEM flashfq
+
+#if !defined(LTTNG_TRACE_FLASHFQ_H) || defined(TRACE_HEADER_MULTI_READ)
+#define LTTNG_TRACE_FLASHFQ_H
+
+#include <lttng/tracepoint-event.h>
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/blktrace_api.h>
+
+#ifndef FLASHFQ_RWBS_LEN
+#define FLASHFQ_RWBS_LEN	8
+#endif
+
+/* A request was queued with its tags. */
+LTTNG_TRACEPOINT_EVENT_CODE(flashfq_insert,
+
+	TP_PROTO(struct request *rq, pid_t task, u64 start, u64 finish,
+		 u64 vtime, bool at_head),
+
+	TP_ARGS(rq, task, start, finish, vtime, at_head),
+
+	TP_locvar(
+		char rwbs[FLASHFQ_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+		ctf_integer(pid_t, task, task)
+		ctf_integer(u64, start, start)
+		ctf_integer(u64, finish, finish)
+		ctf_integer(u64, vtime, vtime)
+		ctf_integer(bool, at_head, at_head)
+	),
+
+	TP_code_post()
+)
+
+/* A request left the scheduler for the device. */
+LTTNG_TRACEPOINT_EVENT_CODE(flashfq_dispatch,
+
+	TP_PROTO(struct request *rq, pid_t task, u64 start, u32 charge,
+		 u64 vtime, u64 staged_ns, unsigned int inflight, u64 gap),
+
+	TP_ARGS(rq, task, start, charge, vtime, staged_ns, inflight, gap),
+
+	TP_locvar(
+		char rwbs[FLASHFQ_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+		ctf_integer(pid_t, task, task)
+		ctf_integer(u64, start, start)
+		ctf_integer(u32, charge, charge)
+		ctf_integer(u64, vtime, vtime)
+		ctf_integer(u64, staged_ns, staged_ns)
+		ctf_integer(unsigned int, inflight, inflight)
+		ctf_integer(u64, gap, gap)
+	),
+
+	TP_code_post()
+)
+
+/* A dispatched request finished. */
+LTTNG_TRACEPOINT_EVENT_CODE(flashfq_complete,
+
+	TP_PROTO(struct request *rq, pid_t task, u64 start, u64 device_ns,
+		 unsigned int inflight),
+
+	TP_ARGS(rq, task, start, device_ns, inflight),
+
+	TP_locvar(
+		char rwbs[FLASHFQ_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+		ctf_integer(pid_t, task, task)
+		ctf_integer(u64, start, start)
+		ctf_integer(u64, device_ns, device_ns)
+		ctf_integer(unsigned int, inflight, inflight)
+	),
+
+	TP_code_post()
+)
+
+/* The driver gave a dispatched request back. */
+LTTNG_TRACEPOINT_EVENT_CODE(flashfq_requeue,
+
+	TP_PROTO(struct request *rq, pid_t task, u64 start,
+		 unsigned int inflight),
+
+	TP_ARGS(rq, task, start, inflight),
+
+	TP_locvar(
+		char rwbs[FLASHFQ_RWBS_LEN];
+	),
+
+	TP_code_pre(
+		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
+	),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
+		ctf_integer(sector_t, sector, blk_rq_pos(rq))
+		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
+		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
+		ctf_integer(int, tag, rq->internal_tag)
+		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+		ctf_integer(pid_t, task, task)
+		ctf_integer(u64, start, start)
+		ctf_integer(unsigned int, inflight, inflight)
+	),
+
+	TP_code_post()
+)
+
+/* Dispatch held the next request back: throttle or blocking anticipation. */
+LTTNG_TRACEPOINT_EVENT(flashfq_throttled,
+
+	TP_PROTO(struct request_queue *q, pid_t task, bool antic, u64 gap,
+		 u64 throttle, unsigned int inflight, unsigned int queued),
+
+	TP_ARGS(q, task, antic, gap, throttle, inflight, queued),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(q->disk))
+		ctf_integer(pid_t, task, task)
+		ctf_integer(bool, antic, antic)
+		ctf_integer(u64, gap, gap)
+		ctf_integer(u64, throttle, throttle)
+		ctf_integer(unsigned int, inflight, inflight)
+		ctf_integer(unsigned int, queued, queued)
+	)
+)
+
+/* Anticipation of a task's next request: started, expired, cancelled. */
+LTTNG_TRACEPOINT_EVENT_CLASS(flashfq_antic,
+
+	TP_PROTO(struct request_queue *q, pid_t task, u64 start, u64 until_ns,
+		 u64 block_ns),
+
+	TP_ARGS(q, task, start, until_ns, block_ns),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(q->disk))
+		ctf_integer(pid_t, task, task)
+		ctf_integer(u64, start, start)
+		ctf_integer(u64, until_ns, until_ns)
+		ctf_integer(u64, block_ns, block_ns)
+	)
+)
+
+LTTNG_TRACEPOINT_EVENT_INSTANCE(flashfq_antic, flashfq_antic_start,
+
+	TP_PROTO(struct request_queue *q, pid_t task, u64 start, u64 until_ns,
+		 u64 block_ns),
+
+	TP_ARGS(q, task, start, until_ns, block_ns)
+)
+
+LTTNG_TRACEPOINT_EVENT_INSTANCE(flashfq_antic, flashfq_antic_expire,
+
+	TP_PROTO(struct request_queue *q, pid_t task, u64 start, u64 until_ns,
+		 u64 block_ns),
+
+	TP_ARGS(q, task, start, until_ns, block_ns)
+)
+
+LTTNG_TRACEPOINT_EVENT_INSTANCE(flashfq_antic, flashfq_antic_cancel,
+
+	TP_PROTO(struct request_queue *q, pid_t task, u64 start, u64 until_ns,
+		 u64 block_ns),
+
+	TP_ARGS(q, task, start, until_ns, block_ns)
+)
+
+/* Virtual time moved forward to vtime (by delta). */
+LTTNG_TRACEPOINT_EVENT(flashfq_vtime,
+
+	TP_PROTO(struct request_queue *q, u64 vtime, u64 delta),
+
+	TP_ARGS(q, vtime, delta),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(q->disk))
+		ctf_integer(u64, vtime, vtime)
+		ctf_integer(u64, delta, delta)
+	)
+)
+
+#endif /* LTTNG_TRACE_FLASHFQ_H */
+
+#include <lttng/define_trace.h>
