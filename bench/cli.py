@@ -1,14 +1,19 @@
 """python3 -m bench: run benchmark suites, write reports, select K2 bounds,
-and the VM demonstration."""
+calibrate FlashFQ's cost model, and the VM demonstration."""
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import suites
 from bench.trace import DEFAULT_BUFFER_KB, TRACERS
+
+if TYPE_CHECKING:
+    from bench.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +28,8 @@ examples:
   python3 -m bench run overhead --allow-null-blk --schedulers k2 --traced # tracing's cost
   python3 -m bench report results/k2-nvme0n1-20250101-120000
   python3 -m bench select results/k2-nvme0n1-20250101-120000 --alpha 50 --beta 80
+  python3 -m bench run flashfq --device /dev/nvme0n1       # FlashFQ's fairness scenarios
+  python3 -m bench calibrate flashfq --device /dev/nvme0n1 # its cost model, into sysfs
   python3 -m bench demo                                    # VM, short suites, reports
 
 The suites write to the raw device: a device with partitions, a file-system
@@ -31,15 +38,27 @@ refused unless --destroy-data names the same device again.
 """
 
 
+def _device(g: argparse._ActionsContainer) -> None:
+    g.add_argument("--device", "-d", required=False,
+                   help="whole block device to benchmark (/dev/nvme0n1, nvme0n1, a "
+                        "symlink); its contents are destroyed")
+    g.add_argument("--destroy-data", metavar="DEVICE",
+                   help="overwrite DEVICE even though it holds partitions, a signature "
+                        "or mounts (must name the --device again)")
+
+
+def _vm(p: argparse.ArgumentParser, what: str) -> None:
+    v = p.add_argument_group("VM test bed")
+    v.add_argument("--vm", action="store_true",
+                   help=f"{what} inside the VM test bed (scripts/vmbed.py) instead of on this "
+                        "machine; devices are the guest's (nvme0n1, vm-throttled, ssdsim0)")
+    v.add_argument("--kernel", help="with --vm: kernel release (default: first test kernel)")
+
+
 def _common(p: argparse.ArgumentParser, suite: suites.Suite) -> None:
     g = p.add_argument_group("device and durations")
     if suite.needs_device:
-        g.add_argument("--device", "-d", required=False,
-                       help="whole block device to benchmark (/dev/nvme0n1, nvme0n1, a "
-                            "symlink); its contents are destroyed")
-        g.add_argument("--destroy-data", metavar="DEVICE",
-                       help="overwrite DEVICE even though it holds partitions, a signature "
-                            "or mounts (must name the --device again)")
+        _device(g)
     g.add_argument("--runtime", type=float, help=f"seconds per run (default "
                    f"{suite.durations[0]:g}, --short {suite.short_durations[0]:g})")
     g.add_argument("--ramp", type=float, help=f"fio ramp_time seconds, not measured (default "
@@ -70,11 +89,7 @@ def _common(p: argparse.ArgumentParser, suite: suites.Suite) -> None:
     o.add_argument("--out", help="exact results folder (default: "
                    "<results-dir>/<suite>-<device>-<UTC time>)")
     o.add_argument("--no-report", action="store_true", help="do not write report.md")
-    v = p.add_argument_group("VM test bed")
-    v.add_argument("--vm", action="store_true",
-                   help="run inside the VM test bed (scripts/vmbed.py) instead of on this "
-                        "machine; devices are the guest's (nvme0n1, vm-throttled, ssdsim0)")
-    v.add_argument("--kernel", help="with --vm: kernel release (default: first test kernel)")
+    _vm(p, "run")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,6 +127,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-build", action="store_true",
                       help="use the modules already in .build/<kernel>/")
     demo.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
+    from bench.calibrate import CALIBRATIONS
+    cal = sub.add_parser(
+        "calibrate", help="measure FlashFQ's cost model on a device and write it to flashfq's "
+        "tunables", description="Measure the scheduler's four cost points on the device: the "
+        "mean completion latency (ns) of 4 KiB and 128 KiB random reads and writes, fio at "
+        "queue depth 1 (psync, direct I/O) under none, reads first, the write cache flushed "
+        "before each. Then select the scheduler on the device (loading its module if need "
+        "be; its costs belong to the elevator, so it stays selected), write cost_read_4k_ns, "
+        "cost_read_128k_ns, cost_write_4k_ns and cost_write_128k_ns, read them back and print "
+        "them. The writes go to the raw device: like `run`, a device holding data is refused "
+        "unless --destroy-data names it again. After an error or Ctrl-C the device gets its "
+        "scheduler and tunables back.")
+    cal.add_argument("scheduler", choices=sorted(CALIBRATIONS),
+                     help="the scheduler whose cost model to measure: flashfq")
+    _device(cal)
+    cal.add_argument("--runtime", type=float, default=5.0,
+                     help="seconds per cost point (default 5)")
+    cal.add_argument("--ramp", type=float, default=1.0,
+                     help="fio ramp_time seconds before each, not measured (default 1)")
+    _vm(cal, "calibrate")
     sub.add_parser("list", help="list the suites")
     return ap
 
@@ -120,17 +155,17 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return build_parser().parse_args(list(argv))
 
 
-def cmd_run(a: argparse.Namespace, argv: Sequence[str]) -> int:
-    from bench.session import run_suite
-    from bench.target import LocalTarget, Target
-    command = ["python3", "-m", "bench", *argv]
+@contextmanager
+def target_for(a: argparse.Namespace) -> Iterator[Target]:
+    """This machine, or with --vm a booted VM test bed (ssdsim loaded when
+    the device is ssdsim)."""
+    from bench.target import LocalTarget
     if not a.vm:
-        target: Target = LocalTarget()
-        run_suite(target, a, command=command)
-        return 0
+        yield LocalTarget()
+        return
     from bench.vm import booted, test_kernels
     kernel = a.kernel or test_kernels()[0]
-    if a.trace == "lttng":
+    if getattr(a, "trace", None) == "lttng":
         from bench.vm import build_lttng
         build_lttng(kernel)
     with booted(kernel, build=True) as target:
@@ -138,7 +173,23 @@ def cmd_run(a: argparse.Namespace, argv: Sequence[str]) -> int:
                 "ssdsim"):
             from bench import device as devmod
             devmod.load_module(target, "ssdsim")
-        run_suite(target, a, command=command)
+        yield target
+
+
+def cmd_run(a: argparse.Namespace, argv: Sequence[str]) -> int:
+    from bench.session import run_suite
+    with target_for(a) as target:
+        run_suite(target, a, command=["python3", "-m", "bench", *argv])
+    return 0
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from bench.calibrate import calibrate
+    from bench.device import DeviceError
+    if not a.device:
+        raise DeviceError(f"calibrate {a.scheduler} needs --device (e.g. /dev/nvme0n1)")
+    with target_for(a) as target:
+        calibrate(target, a.scheduler, a.device, a.destroy_data, a.runtime, a.ramp)
     return 0
 
 
@@ -181,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if a.cmd == "select":
             return cmd_select(a)
+        if a.cmd == "calibrate":
+            return cmd_calibrate(a)
         if a.cmd == "demo":
             from bench.demo import demo
             return demo(a)

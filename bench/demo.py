@@ -3,8 +3,8 @@ ssdsim (or fall back to the throttled NVMe device, and say so), run short
 versions of every suite whose schedulers exist, write their reports and an
 index page; print its path.
 
-The short versions are sized so that both test kernels fit in about a
-quarter of an hour under TCG; `python3 -m bench run ... --vm` runs any
+The short versions are sized so that both test kernels fit in under 20
+minutes under TCG; `python3 -m bench run ... --vm` runs any
 suite at full length in the VM."""
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ DEMO = (
     DemoSuite("kyber-baseline", ("--reps", "2", "--runtime", "2", "--ramp", "0.5")),
     DemoSuite("overhead", ("--reps", "2", "--runtime", "1", "--ramp", "0.3"),
               on_device=False),
+    DemoSuite("flashfq", ("--scenarios", "a,b,c,d", "--tasks", "16", "--reps", "1",
+                          "--runtime", "2", "--ramp", "0.5"), needs_module="flashfq-iosched"),
 )
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -17,6 +18,10 @@ class JobStats:
     bw_kib: float
     clat_pct_us: dict[float, float]  # completion-latency percentile -> us
     lat_mean_us: float
+    clat_mean_us: float = 0.0
+    #: completion-latency histogram, bin value in ns -> I/Os (only with
+    #: fio --output-format=json+)
+    clat_bins: dict[int, int] = field(default_factory=dict)
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -42,12 +47,16 @@ def job_stats(result: dict[str, Any], name: str, ddir: str | None = None) -> Job
     job = jobs[0]
     dirs = _dirs(job, ddir)
     pct: dict[float, float] = {}
-    mean = 0.0
+    bins: dict[int, int] = {}
+    mean = cmean = 0.0
     if dirs:
         main = max(dirs, key=lambda d: d.get("total_ios", 0))
-        for k, v in main.get("clat_ns", {}).get("percentile", {}).items():
+        clat = main.get("clat_ns", {})
+        for k, v in clat.get("percentile", {}).items():
             pct[float(k)] = v / 1000.0
+        bins = {int(k): int(v) for k, v in clat.get("bins", {}).items()}
         mean = main.get("lat_ns", {}).get("mean", 0.0) / 1000.0
+        cmean = clat.get("mean", 0.0) / 1000.0
     return JobStats(
         name=name,
         error=int(job.get("error", 0)),
@@ -57,6 +66,8 @@ def job_stats(result: dict[str, Any], name: str, ddir: str | None = None) -> Job
         bw_kib=sum(float(d["bw"]) for d in dirs),
         clat_pct_us=pct,
         lat_mean_us=mean,
+        clat_mean_us=cmean,
+        clat_bins=bins,
     )
 
 
@@ -66,3 +77,26 @@ def percentile(stats: JobStats, p: float) -> float:
         if abs(k - p) < 1e-6:
             return v
     raise KeyError(f"fio did not report percentile {p} (have {sorted(stats.clat_pct_us)})")
+
+
+def merge_bins(hists: Iterable[Mapping[int, int]]) -> dict[int, int]:
+    """One histogram from several jobs' clat_bins."""
+    out: dict[int, int] = {}
+    for h in hists:
+        for k, v in h.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def hist_percentile(bins: Mapping[int, int], p: float) -> float:
+    """The percentile @p in us of a clat_bins histogram, as fio computes its
+    own: the first bin at which the running count reaches p % of the I/Os."""
+    total = sum(bins.values())
+    if not total:
+        raise ValueError("empty latency histogram")
+    run = 0
+    for k in sorted(bins):
+        run += bins[k]
+        if run >= p / 100.0 * total:
+            return k / 1000.0
+    return max(bins) / 1000.0

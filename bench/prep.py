@@ -19,7 +19,7 @@ from bench import device as devmod
 from bench import jobs
 from bench.device import DeviceError
 from bench.runner import RunContext, check_fio, run_fio
-from bench.target import q
+from bench.target import Target, q
 
 
 def reload_ssdsim(ctx: RunContext, params: dict[str, str]) -> None:
@@ -78,11 +78,15 @@ def occupy(ctx: RunContext, full: bool) -> dict[str, Any]:
             f"({r.out.strip()[:120]}): 'empty' is the state it was in"}
 
 
-def settle(ctx: RunContext) -> None:
-    """Flush the device's volatile write cache and wait for it (fsync on
-    the block device sends a flush); a no-op on an idle device."""
-    dev = ctx.device.path
-    r = ctx.target.run(f"dd if=/dev/zero of={q(dev)} bs=4096 count=0 conv=notrunc,fsync "
-                       "2>&1", timeout=3600)
+def flush(target: Target, dev: str) -> None:
+    """Flush the write cache of block device @dev (a path) and wait for it
+    (fsync on the block device sends a flush); a no-op on an idle device."""
+    r = target.run(f"dd if=/dev/zero of={q(dev)} bs=4096 count=0 conv=notrunc,fsync "
+                   "2>&1", timeout=3600)
     if r.rc != 0:
         raise DeviceError(f"cannot flush {dev} between runs: {r.out.strip()[:200]}")
+
+
+def settle(ctx: RunContext) -> None:
+    """Before a run: flush the device's volatile write cache (flush())."""
+    flush(ctx.target, ctx.device.path)

@@ -40,6 +40,31 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 5.2, height: float = 3
     return fig, axes
 
 
+def grouped_bars(ax: Any, groups: Sequence[str],
+                 series: Sequence[tuple[str, Sequence[resmod.Summary]]],
+                 median: bool = False) -> list[float]:
+    """Bars in groups along x (@groups), one bar per series in each group:
+    the mean (or median) of its Summary, with the min–max range as error
+    bar; no bar where a Summary is empty.  The bar heights."""
+    width = 0.8 / max(1, len(series))
+    heights: list[float] = []
+    for k, (name, sums) in enumerate(series):
+        xs, ys, lo, hi = [], [], [], []
+        for i, sm in enumerate(sums):
+            if sm.n == 0:
+                continue
+            c = sm.median if median else sm.mean
+            xs.append(i + (k - (len(series) - 1) / 2) * width)
+            ys.append(c)
+            lo.append(c - sm.lo)
+            hi.append(sm.hi - c)
+        ax.bar(xs, ys, width=width, yerr=[lo, hi], capsize=3, label=name)
+        heights += ys
+    ax.set_xticks(list(range(len(groups))))
+    ax.set_xticklabels(list(groups))
+    return heights
+
+
 def save(fig: Figure, path: Path) -> str:
     """Write a PNG next to report.md; the relative path for a Markdown link."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,8 @@ class Config:
     #: trace events (SYS or SYS:EVENT) recorded into the ftrace ring buffer
     #: during this run and not kept: what tracing costs (overhead --traced)
     record_events: tuple[str, ...] = ()
+    #: fio's --output-format: "json+" adds each job's latency histogram
+    fio_output: str = "json"
 
     def label(self, name: str) -> Label:
         return dict(self.labels)[name]
@@ -199,10 +201,13 @@ JSON_MARK = "@@bench: fio json@@"
 
 
 def run_fio(target: Target, jobfile: str, timeout: float, remote_base: str,
-            start: str = "", stop: str = "") -> tuple[int, str, str]:
+            start: str = "", stop: str = "", output: str = "json") -> tuple[int, str, str]:
     """Run a job file on the target: (exit status, fio's JSON text, its log).
     One round trip: write the job file, run fio, print its log and JSON.
-    @start and @stop (shell text: a tracer's) run right before and after fio."""
+    @start and @stop (shell text: a tracer's) run right before and after fio;
+    @output is fio's output format, json or json+ (with latency histograms)."""
+    if output not in ("json", "json+"):
+        raise ValueError(f"fio output format {output!r}: json or json+")
     job = remote_base + ".fio"
     out = remote_base + ".json"
     if "\nEOF\n" in f"\n{jobfile}\n":
@@ -213,7 +218,7 @@ def run_fio(target: Target, jobfile: str, timeout: float, remote_base: str,
         stop = f"{stop}; "
     r = target.run(f"mkdir -p {q(os.path.dirname(job))} && cat > {q(job)} <<'EOF'\n"
                    f"{jobfile.rstrip()}\nEOF\n"
-                   f"rm -f {q(out)}; {start}fio --output-format=json --output={q(out)} {q(job)} "
+                   f"rm -f {q(out)}; {start}fio --output-format={output} --output={q(out)} {q(job)} "
                    f"> {q(out)}.log 2>&1; rc=$?; {stop}cat {q(out)}.log; echo; echo '{JSON_MARK}'; "
                    f"cat {q(out)} 2>/dev/null; exit $rc", timeout=timeout)
     log, sep, text = r.out.partition(f"\n{JSON_MARK}\n")
@@ -317,7 +322,7 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                     else:
                         start = stop = ""
                     rc, text, log = run_fio(t, c.jobfile, c.seconds * 3 + 120, remote,
-                                            start, stop)
+                                            start, stop, c.fio_output)
                     (runs_dir / f"{base}.json").write_text(text)
                     (runs_dir / f"{base}.log").write_text(log)
                     traced: dict[str, Any] = {}

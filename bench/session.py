@@ -16,7 +16,7 @@ from bench import trace as tracemod
 from bench.device import DeviceError
 from bench.runner import FORMAT, Cleanups, Manifest, RunContext, execute, now_iso
 from bench.suites import Sched, Suite
-from bench.target import Target, TargetError, q
+from bench.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,6 +32,19 @@ def durations(suite: Suite, args: argparse.Namespace) -> tuple[float, float, int
     if runtime <= 0 or ramp < 0 or reps < 1:
         raise ValueError("--runtime must be > 0, --ramp >= 0, --reps >= 1")
     return runtime, ramp, reps
+
+
+def check_device(target: Target, dev: str, destroy_data: str | None,
+                 out: TextIO = sys.stdout) -> dict[str, Any]:
+    """Before anything writes to the raw device /dev/@dev: refuse it if it
+    holds data (devmod.check_safe) unless @destroy_data names it again; what
+    was found, for the manifest."""
+    occ = devmod.check_safe(target, dev, destroy_data)
+    if occ.problems():
+        print(f"--destroy-data {destroy_data}: overwriting /dev/{dev} although "
+              + "; ".join(occ.problems()), file=out)
+    return {"checked": True, "found": occ.problems(),
+            "overridden_by": destroy_data if occ.problems() else None}
 
 
 def ensure_scheduler(target: Target, dev: str, s: Sched, cleanups: Cleanups) -> str | None:
@@ -109,12 +122,7 @@ def run_suite(target: Target, args: argparse.Namespace, out: TextIO = sys.stdout
             notes += dnotes
         safety: dict[str, Any] = {"checked": False}
         if suite.writes and suite.needs_device:
-            occ = devmod.check_safe(target, dev, args.destroy_data)
-            safety = {"checked": True, "found": occ.problems(),
-                      "overridden_by": args.destroy_data if occ.problems() else None}
-            if occ.problems():
-                print(f"--destroy-data {args.destroy_data}: overwriting /dev/{dev} although "
-                      + "; ".join(occ.problems()), file=out)
+            safety = check_device(target, dev, args.destroy_data, out)
         saved = devmod.save_state(target, dev)
         available = ["none"]
         for s in suite.schedulers:
@@ -166,10 +174,7 @@ def run_suite(target: Target, args: argparse.Namespace, out: TextIO = sys.stdout
         execute(ctx, plan, folder, manifest, reps, seed, suite.brief)
     finally:
         restored = cleanups.run()
-        try:
-            target.run(f"rm -rf {q(target.tmpdir)}")
-        except TargetError:
-            pass
+        target.remove_tmpdir()
         if manifest is not None:
             manifest.data["restored"] = restored
             manifest.save()

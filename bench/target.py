@@ -70,6 +70,13 @@ class Target(ABC):
                               f"  {script.strip()}\n  {r.out.strip()}")
         return r.out
 
+    def remove_tmpdir(self) -> None:
+        """Remove the scratch files (best effort: also when the target is gone)."""
+        try:
+            self.run(f"rm -rf {q(self.tmpdir)}")
+        except TargetError:
+            pass
+
     def name(self) -> str:
         return self.describe().get("kind", type(self).__name__)
 

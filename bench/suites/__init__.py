@@ -48,6 +48,17 @@ OURS = {"k2": "k2-iosched", "fifo-ref": "fifo-iosched", "flashfq": "flashfq-iosc
         "cars": "cars-iosched"}
 
 
+def assignments(text: str, option: str) -> dict[str, str]:
+    """'name=value name=value' (an option such as --null-blk) as a dict."""
+    out: dict[str, str] = {}
+    for kv in text.split():
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise ValueError(f"{option}: {kv!r} is not name=value")
+        out[k] = v
+    return out
+
+
 class Suite:
     name: str = ""
     title: str = ""

@@ -1,13 +1,15 @@
 """Scheduler CPU overhead: 4 KiB random reads on null_blk without completion
 delay (the CPU is the bottleneck, so IOPS measures the cost per request),
 with 1 and 2 jobs (each pinned to its CPU), under none, mq-deadline, kyber,
-bfq, fifo-ref (the do-nothing reference elevator) and k2 with a bound that
-never limits (max_inflight = the queue depth).
+bfq, fifo-ref (the do-nothing reference elevator), k2 with a bound that
+never limits (max_inflight = the queue depth) and flashfq with a dispatch
+depth that never limits (depth = the queue depth, at most 256).
 
 Each scheduler X is measured in a block none, X, X, none, so that slow
 drift (other load, thermal) cancels in the block's ratio X/none; blocks run
 in seeded random order and are repeated.  Reported: medians and ranges of
-the ratios, and K2's ratio to fifo-ref and to mq-deadline.
+the ratios, K2's ratio to fifo-ref and to mq-deadline, and FlashFQ's to
+fifo-ref and to bfq (the goals: at least 0.90 of fifo-ref's, above bfq's).
 
 With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
 recorded into an ftrace ring buffer during those runs) is measured the same
@@ -25,19 +27,28 @@ from typing import Any
 from bench import device as devmod
 from bench import jobs
 from bench.device import DeviceError
-from bench.report import figure, save, table
+from bench.report import figure, grouped_bars, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
-from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport
+from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
 from bench.suites.k2 import csv
 from bench.target import Target
 
 NULL_BLK: dict[str, int | str] = {
     "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
     "hw_queue_depth": 256, "nr_devices": 1, "gb": 16, "bs": 4096, "memory_backed": 0}
-SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2"]
+SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq"]
 TRACED = "k2+trace"              # k2 with its events recorded (--traced)
 ORDER = SCHEDS + [TRACED]
+#: scheduler -> (the references it is compared with: a minimum for its
+#: ratio over theirs, with ">" when it must be strictly above)
+COMPARE: dict[str, list[tuple[str, float | None, str]]] = {
+    "k2": [("fifo-ref", None, ""), ("mq-deadline", None, "")],
+    "flashfq": [("fifo-ref", 0.90, "≥"), ("bfq", 1.0, ">")],
+}
+NAMES = {"k2": "K2", "flashfq": "FlashFQ"}
+#: flashfq's dispatch depth tunable's largest value
+FLASHFQ_MAX_DEPTH = 256
 
 
 def run_iops(r: Run) -> float:
@@ -97,7 +108,7 @@ class Overhead(Suite):
     name = "overhead"
     title = "Scheduler overhead on null_blk: IOPS relative to none"
     description = ("4 KiB random reads on null_blk (no completion delay), 1 and 2 jobs, "
-                   "none/X/X/none blocks for mq-deadline, kyber, bfq, fifo-ref, k2")
+                   "none/X/X/none blocks for mq-deadline, kyber, bfq, fifo-ref, k2, flashfq")
     schedulers = tuple(Sched(s, {**UPSTREAM, **OURS}[s], required=False) for s in SCHEDS)
     writes = False
     needs_device = False
@@ -134,11 +145,7 @@ class Overhead(Suite):
             if not devmod.unload_module(target, "null_blk"):
                 raise DeviceError("null_blk is loaded in the VM and cannot be unloaded")
         params: dict[str, int | str] = dict(NULL_BLK)
-        for kv in args.null_blk.split():
-            k, sep, v = kv.partition("=")
-            if not sep:
-                raise ValueError(f"--null-blk: {kv!r} is not name=value")
-            params[k] = v
+        params.update(assignments(args.null_blk, "--null-blk"))
         devmod.load_module(target, "null_blk", " ".join(f"{k}={v}" for k, v in params.items()))
 
         def unload() -> None:
@@ -185,6 +192,9 @@ class Overhead(Suite):
                 tun: tuple[tuple[str, str | int | float], ...] = ()
                 if elv == "k2":
                     tun = (("max_inflight", int(ctx.sched_info["k2"]["nr_requests"])),)
+                elif elv == "flashfq":
+                    tun = (("depth", min(FLASHFQ_MAX_DEPTH,
+                                         int(ctx.sched_info["flashfq"]["nr_requests"]))),)
                 block = []
                 for slot, (s, tag) in enumerate((("none", "a"), (x, "a"), (x, "b"),
                                                  ("none", "b"))):
@@ -211,7 +221,9 @@ class Overhead(Suite):
                "Each ratio comes from one none/X/X/none block (mean IOPS of the X runs "
                "over the mean of the none runs); median (min–max) over repetitions. "
                "Below 1 means the scheduler costs CPU time per request. 'fio CPU/IO' is "
-               "fio's user+system CPU time per I/O, which includes the submission path.\n"]
+               "fio's user+system CPU time per I/O, which includes the submission path. "
+               "A comparison 'X / Y' pairs the repetitions of this run, all on the same "
+               "boot.\n"]
         summary: dict[str, Any] = {}
         head: list[str] = []
         for nj in sorted(data):
@@ -238,13 +250,21 @@ class Overhead(Suite):
                         + " (IOPS ratio to none, median (min–max))\n")
             k2 = data[nj].get("k2")
             comp = []
-            for ref in ("fifo-ref", "mq-deadline"):
-                if k2 and data[nj].get(ref):
-                    rel = summarize(relative(k2, data[nj][ref]))
-                    comp.append(f"- K2 / {ref}: {rel.fmt_median(1, 3)} (per repetition, "
-                                f"K2's ratio to none over {ref}'s)\n")
-                    summary[str(nj)][f"k2_vs_{ref}"] = {"median": rel.median, "min": rel.lo,
-                                                        "max": rel.hi}
+            for x, refs in COMPARE.items():
+                for ref, goal, op in refs:
+                    if not (data[nj].get(x) and data[nj].get(ref)):
+                        continue
+                    rel = summarize(relative(data[nj][x], data[nj][ref]))
+                    entry: dict[str, Any] = {"median": rel.median, "min": rel.lo,
+                                             "max": rel.hi}
+                    met = ""
+                    if goal is not None:
+                        ok = rel.median >= goal if op == "≥" else rel.median > goal
+                        entry["goal_met"] = ok
+                        met = f"; goal {op} {goal:.2f}: **{'met' if ok else 'not met'}**"
+                    comp.append(f"- {NAMES[x]} / {ref}: {rel.fmt_median(1, 3)} (per "
+                                f"repetition, {NAMES[x]}'s ratio to none over {ref}'s{met})\n")
+                    summary[str(nj)][f"{x}_vs_{ref}"] = entry
             if k2 and data[nj].get(TRACED):
                 rel = summarize(relative(data[nj][TRACED], k2))
                 per_io = summarize(events_per_io(res, nj))
@@ -266,21 +286,10 @@ class Overhead(Suite):
         a = ax[0][0]
         njs = sorted(data)
         scheds = [s for s in ORDER if any(s in data[n] for n in njs)]
-        width = 0.8 / max(1, len(njs))
-        for k, nj in enumerate(njs):
-            xs, ys, lo, hi = [], [], [], []
-            for i, s in enumerate(scheds):
-                if s not in data[nj]:
-                    continue
-                r = summarize(b["ratio"] for b in data[nj][s])
-                xs.append(i + (k - (len(njs) - 1) / 2) * width)
-                ys.append(r.median)
-                lo.append(r.median - r.lo)
-                hi.append(r.hi - r.median)
-            a.bar(xs, ys, width=width, yerr=[lo, hi], capsize=3, label=f"{nj} job(s)")
+        grouped_bars(a, scheds, [(f"{nj} job(s)", [summarize(
+            b["ratio"] for b in data[nj].get(s, [])) for s in scheds]) for nj in njs],
+            median=True)
         a.axhline(1.0, color="k", lw=0.8, ls="--")
-        a.set_xticks(list(range(len(scheds))))
-        a.set_xticklabels(scheds)
         a.set_ylabel("IOPS / none's IOPS (median, min–max)")
         a.grid(alpha=0.3, axis="y")
         a.legend(fontsize=8)

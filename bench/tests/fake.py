@@ -1,7 +1,9 @@
 """A simulated target for runner tests: a block device's scheduler and
 tunables in sysfs (with the kernel's semantics: unknown elevator and
-out-of-range values refused, tunables reset on re-selection) and an fio that
-writes JSON shaped like fio 3.33's."""
+out-of-range values refused, tunables reset on re-selection), elevator
+modules that modprobe registers, the device probes of device.py (name,
+sysfs facts, partitions, mounts, signature) and an fio that writes JSON
+shaped like fio 3.33's (json+: with latency histograms)."""
 from __future__ import annotations
 
 import json
@@ -19,9 +21,30 @@ Validator = Callable[[str], bool]
 SYS = "/sys/class/block"
 
 
-def fio_json(jobfile: str, latency_us: Callable[[str, dict[str, Any]], float]) -> dict[str, Any]:
+def _in_range(lo: int, hi: int) -> Validator:
+    return lambda v: v.isdigit() and lo <= int(v) <= hi
+
+
+#: flashfq's tunables as its sysfs has them (value, what a write accepts)
+FLASHFQ: dict[str, tuple[str, Validator]] = {
+    "depth": ("16", _in_range(1, 256)),
+    "throttle_us": ("100000", _in_range(0, 10 ** 9)),
+    "anticipation_us": ("20000", _in_range(0, 10 ** 9)),
+    "anticipation_block_us": ("2000", _in_range(0, 10 ** 9)),
+    "ioprio_weights": ("0", _in_range(0, 1)),
+    "cost_read_4k_ns": ("60000", _in_range(1, 10 ** 9)),
+    "cost_read_128k_ns": ("370000", _in_range(1, 10 ** 9)),
+    "cost_write_4k_ns": ("510000", _in_range(1, 10 ** 9)),
+    "cost_write_128k_ns": ("820000", _in_range(1, 10 ** 9)),
+}
+
+
+def fio_json(jobfile: str, latency_us: Callable[[str, dict[str, Any]], float],
+             histogram: bool = False) -> dict[str, Any]:
     """fio-like JSON for a job file: each job 1000 I/Os, latencies from
-    @latency_us(job name, its options)."""
+    @latency_us(job name, its options) (0: the job completed no I/O); with
+    @histogram, fio json+'s clat_ns bins (999 I/Os at the latency, one at
+    ten times it)."""
     sections = parse_options(jobfile)
     g = sections.pop("global", {})
     jobs = []
@@ -30,13 +53,16 @@ def fio_json(jobfile: str, latency_us: Callable[[str, dict[str, Any]], float]) -
         lat = latency_us(name, o)
         rw = str(o.get("rw", "randread"))
         d = "write" if "write" in rw else "read"
-        side = {"io_bytes": 4096 * 1000, "total_ios": 1000, "iops": 1e6 / lat,
-                "bw": 4e6 / lat / 1.024,
-                "clat_ns": {"mean": lat * 1000, "percentile": {
-                    f"{p:f}": int(lat * 1000 * (1 + p / 100)) for p in
-                    (50.0, 90.0, 99.0, 99.9, 99.99)}},
-                "lat_ns": {"mean": lat * 1000 + 500}}
         empty = {"io_bytes": 0, "total_ios": 0, "iops": 0.0, "bw": 0}
+        side: dict[str, Any] = empty if not lat else {
+            "io_bytes": 4096 * 1000, "total_ios": 1000, "iops": 1e6 / lat,
+            "bw": 4e6 / lat / 1.024,
+            "clat_ns": {"mean": lat * 1000, "percentile": {
+                f"{p:f}": int(lat * 1000 * (1 + p / 100)) for p in
+                (50.0, 90.0, 99.0, 99.9, 99.99)}},
+            "lat_ns": {"mean": lat * 1000 + 500}}
+        if histogram and lat:
+            side["clat_ns"]["bins"] = {str(int(lat * 1000)): 999, str(int(lat * 10000)): 1}
         jobs.append({"jobname": name, "groupid": 0, "error": 0, "job options": o,
                      "read": side if d == "read" else empty,
                      "write": side if d == "write" else empty,
@@ -48,6 +74,15 @@ class FakeTarget(Target):
     def __init__(self, dev: str = "fake0", scheds: dict[str, dict[str, tuple[str, Validator]]]
                  | None = None, scheduler: str = "mq-deadline", nr_requests: int = 64):
         self.dev = dev
+        self.size_bytes = 1 << 30
+        #: modules modprobe can load: module -> (elevator, its tunables)
+        self.loadable: dict[str, tuple[str, dict[str, tuple[str, Validator]]]] = {
+            "flashfq-iosched": ("flashfq", FLASHFQ)}
+        self.loaded: list[str] = []
+        #: the device probe's findings: (major:minor, mount point)
+        self.mounts: list[tuple[str, str]] = []
+        self.signature = ""                # blkid's TYPE=..., "" for none
+        self.last_jobfile = ""
         self.scheds = scheds if scheds is not None else {
             "none": {},
             "mq-deadline": {"read_expire": ("500", lambda v: v.isdigit()),
@@ -124,17 +159,69 @@ class FakeTarget(Target):
         if s == "grep -c ^processor /proc/cpuinfo":
             return Result(0, "2\n")
         m = re.fullmatch(r"mkdir -p \S+ && cat > (\S+) <<'EOF'\n(.*)\nEOF\n"
-                         r"rm -f (\S+); (?:.*?; )?fio --output-format=json --output=(\S+) (\S+) .*", s,
-                         re.S)
+                         r"rm -f (\S+); (?:.*?; )?fio --output-format=(json\+?) --output=(\S+) "
+                         r"(\S+) .*", s, re.S)
         if m:
             job, text = m.group(1), m.group(2)
             self.files[job] = text.encode()
+            self.last_jobfile = text
             self.fio_runs.append((self.current, dict(self.values)))
             if self.on_fio is not None:
                 self.on_fio(self)
-            res = fio_json(text, self.latency_us)
+            res = fio_json(text, self.latency_us, m.group(4) == "json+")
             return Result(0, f"fio: a notice\n\n{JSON_MARK}\n{json.dumps(res)}")
+        r = self._device(s)
+        if r is not None:
+            return r
         raise AssertionError(f"FakeTarget: unexpected script {s!r}")
+
+    def _device(self, s: str) -> Result | None:
+        """device.py's probes and the modules; None for other scripts."""
+        d, b = f"{SYS}/{self.dev}", f"/dev/{self.dev}"
+        if s == f"p=$(readlink -f {b}) && [ -b \"$p\" ] && echo \"$p\"":
+            return Result(0, f"{b}\n")
+        if s.startswith("p=$(readlink -f "):
+            return Result(1, "")
+        if s == f"ls {SYS} 2>/dev/null":
+            return Result(0, f"{self.dev}\n")
+        if s.startswith(f"[ -e {d}/partition ]"):
+            return Result(1, "")
+        if s == f"[ -e {d}/queue/scheduler ]":
+            return Result(0, "")
+        if s.startswith(f"cat {d}/size;"):
+            return Result(0, f"{self.size_bytes // 512}\n512\n{self.run(f'cat {d}/queue/scheduler').out}"
+                             "2\n64\nFake SSD\nnvme\n")
+        if s.startswith(f"d={self.dev}\n"):           # the occupancy probe
+            return Result(0, f"dev {self.dev} 259:0\n"
+                             + "".join(f"mount {mm} {mnt}\n" for mm, mnt in self.mounts)
+                             + "rootdev 2049\nblkid yes\n")
+        if s == f"blkid -p -o export {b}":
+            return Result(0, f"TYPE={self.signature}\n") if self.signature else Result(2, "")
+        if s.startswith(f"dd if=/dev/zero of={b} bs=4096 count=0 conv=notrunc,fsync"):
+            return Result(0, "")
+        if s.startswith("rm -rf "):
+            return Result(0, "")
+        m = re.fullmatch(r"\[ -d /sys/module/(\S+) \]", s)
+        if m:
+            return Result(0 if m.group(1) in [x.replace("-", "_") for x in self.loaded] else 1, "")
+        m = re.fullmatch(r"modprobe (\S+)", s)
+        if m:
+            if m.group(1) not in self.loadable:
+                return Result(1, f"modprobe: FATAL: Module {m.group(1)} not found\n")
+            elv, tunables = self.loadable[m.group(1)]
+            self.scheds[elv] = tunables
+            self.loaded.append(m.group(1))
+            return Result(0, "")
+        m = re.fullmatch(r"modprobe -r (\S+) 2>/dev/null \|\| rmmod \S+", s)
+        if m:
+            if m.group(1) in self.loaded:
+                self.loaded.remove(m.group(1))
+                elv = self.loadable[m.group(1)][0]
+                if self.current == elv:
+                    return Result(1, "in use")
+                self.scheds.pop(elv, None)
+            return Result(0, "")
+        return None
 
     def _defaults(self, sched: str) -> dict[str, str]:
         return {k: v[0] for k, v in self.scheds[sched].items()}
