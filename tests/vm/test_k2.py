@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import fio
-from conftest import Guest
+from conftest import Guest, xfail_held_pci_reset
 from tracing import reset_when_held
 
 FAST = "nvme0n1"
@@ -178,24 +178,11 @@ def test_rt_tail_latency_ratio(k2: Guest) -> None:
     assert p999["none"] >= 3 * p999["k2"]
 
 
-# Debian's 6.1 nvme-pci re-sends the Doorbell Buffer Config only after
-# nvme_wait_freeze() in nvme_reset_work(); 6.12 sends it before unquiescing.
-# QEMU's NVMe controller supports shadow doorbells, and after a reset it no
-# longer reads them, while 6.1 still skips the MMIO doorbell whenever the
-# stale event index says so.  Requests held back by an elevator and issued a
-# few at a time during the freeze then never reach the device, the freeze
-# never ends, and the I/O timeout kills the controller (QEMU trace: no SQ
-# doorbell write after the first batch).  Real SSDs have no shadow doorbells.
-SHADOW_DOORBELL_RESET_BUG = "6.1 nvme-pci hangs a reset with QEMU shadow doorbells " \
-    "when an elevator holds requests (see comment)"
-
-
 def test_reset_with_bound_leaves_nothing_in_flight(k2: Guest) -> None:
     """An NVMe controller reset while K2 holds requests at the bound: I/O
     completes, and K2's count returns to 0."""
     g = k2
-    if g.kernel.startswith("6.1."):
-        pytest.xfail(SHADOW_DOORBELL_RESET_BUG)
+    xfail_held_pci_reset(g)
     g.select(FAST, "k2")
     g.set_attr(FAST, "max_inflight", 4)
     args = (f"--name=r --filename=/dev/{FAST} --direct=1 --ioengine=io_uring --rw=randrw "
