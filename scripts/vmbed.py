@@ -426,14 +426,16 @@ class VM:
         except FileNotFoundError:
             return ""
 
+    def console_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.console_text().splitlines()[-lines:])
+
     # -- plumbing ---------------------------------------------------------------
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
             self.dead = True
             err = (self.workdir / "qemu.err").read_text(errors="replace")
             raise VMError(f"the VM exited (status {self.proc.returncode}); "
-                          f"qemu: {err.strip()}\nconsole tail:\n"
-                          + "\n".join(self.console_text().splitlines()[-40:]))
+                          f"qemu: {err.strip()}\nconsole tail:\n{self.console_tail()}")
 
     def _readline(self, deadline: float, waiting_for: str = "the guest") -> str:
         """The next line from the agent; a VMError at @deadline."""
@@ -454,7 +456,7 @@ class VM:
             if left <= 0:
                 self.dead = True
                 raise VMError(f"timed out waiting for {waiting_for}; console tail:\n"
-                              + "\n".join(self.console_text().splitlines()[-40:]))
+                              f"{self.console_tail()}")
             self.sock.settimeout(min(left, 1.0))
             try:
                 data = self.sock.recv(65536)
@@ -463,7 +465,8 @@ class VM:
             if not data:
                 self._check_alive()
                 self.dead = True
-                raise VMError("the agent connection closed")
+                raise VMError("the agent connection closed; console tail:\n"
+                              f"{self.console_tail()}")
             self._buf += data
             if self._trace is not None:
                 self._trace.write(data)
