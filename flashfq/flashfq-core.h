@@ -584,6 +584,11 @@ enum ffq_pick {
  * start tag (the first of the task at the top of @ready), if
  *  - fewer than @depth requests hold a slot in the device,
  *  - no blocking anticipated task has a smaller hypothetical start tag,
+ *    or the device keeps a free slot for each blocking task after this
+ *    dispatch: SFQ(D) would send the hypothetical request first and then
+ *    this one as long as slots remain, so blocking only has to keep the
+ *    anticipated tasks' slots (with the depth above the load, e.g. a fast
+ *    device, anticipation then never idles the device),
  *  - its start tag is at most @throttle ahead of the smallest progress of
  *    any active task (@throttle in charge units; 0 turns the throttle off).
  * When the request with the smallest start tag may not go, none may: the
@@ -603,7 +608,7 @@ static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
 		return FFQ_PICK_EMPTY;
 	if (s->inflight >= depth)
 		return FFQ_PICK_FULL;
-	if (b && b->key < r->key)
+	if (b && b->key < r->key && s->inflight + s->block.nr >= depth)
 		return FFQ_PICK_ANTIC;
 	if (p && r->key > p->key)
 		*gap = r->key - p->key;

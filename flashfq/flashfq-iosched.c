@@ -31,7 +31,8 @@
  *				place in virtual time; 0: no anticipation.
  *   anticipation_block_us	0..10000000, default 2000: how long (at
  *				most anticipation_us) that anticipation may
- *				hold back dispatch to others.
+ *				hold back dispatch to others, keeping a
+ *				free depth slot for the task (ffq_pick()).
  *   ioprio_weights		0 or 1, default 0: weigh requests by I/O
  *				priority (flashfq-core.h, ffq_weight()).
  *   cost_{read,write}_{4k,128k}_ns  1..1000000000: device time of a 4 KiB
@@ -101,7 +102,8 @@
  *    its task's queue in requests_merged and its finish_request finds it
  *    not owned.  Bio merges only join requests of the same task
  *    (allow_merge); front merges use per-task sorted trees, back merges
- *    the elevator hash.  The grown request is re-tagged (ffq_retag()).
+ *    the elevator hash, both holding only requests that will wait
+ *    (ffq_will_wait()).  The grown request is re-tagged (ffq_retag()).
  *    Multi-range discards stay out of the hash (the core merges those
  *    without requests_merged).
  *
@@ -461,6 +463,23 @@ static void ffq_free_requests(struct list_head *list)
 	}
 }
 
+/*
+ * Will a request queued now wait: are as many requests queued and in
+ * flight as the depth allows, or did dispatch last hold requests back
+ * (throttle, anticipation)?  Only such a request is indexed for merging,
+ * as in K2: one that dispatch hands out at once would only cost the index
+ * its insertion and removal (merges into requests waiting in a plug happen
+ * before insertion anyway).  A request that waits after all (dispatch
+ * throttles it) only misses merges.
+ */
+static bool ffq_will_wait(struct ffq_data *fd)
+{
+	lockdep_assert_held(&fd->lock);
+
+	return fd->queued + fd->s.inflight >= ffq_cur_depth(fd) ||
+	       test_bit(FFQ_HELD, &fd->flags);
+}
+
 static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 			       bool at_head, struct list_head *free)
 {
@@ -516,7 +535,7 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 		 */
 		list_add_tail(&rq->queuelist, &tq->fifo);
 		tq->inserted++;
-		if (rq_mergeable(rq)) {
+		if (rq_mergeable(rq) && ffq_will_wait(fd)) {
 			elv_rb_add(&tq->sort[rq_data_dir(rq)], rq);
 			flags |= FFQ_RQ_ON_RB;
 			if (!ffq_discard_mergable(rq)) {
@@ -720,7 +739,8 @@ static void ffq_finish_request(struct request *rq)
 		}
 		if (!WARN_ON_ONCE(!tq->task.nr_out))
 			tq->task.nr_out--;
-		now = ktime_get_ns();
+		/* the clock only for an anticipation (nothing outstanding) */
+		now = tq->task.nr_out ? 0 : ktime_get_ns();
 		if (ffq_complete(&tq->task, flags & FFQ_RQ_SYNC, now,
 				 ffq_us(&fd->antic_us),
 				 ffq_us(&fd->antic_block_us))) {

@@ -621,6 +621,7 @@ static enum ffq_pick sim_pick(struct sim *m)
 		/* a blocking task, so a timer, will let it go */
 		CHECK(!t);
 		CHECK(m->s.block.nr && m->s.block.root->key < min);
+		CHECK(m->s.inflight + m->s.block.nr >= m->depth);
 		CHECK(m->s.timer.nr);
 		return p;
 	case FFQ_PICK_THROTTLED:
@@ -1476,6 +1477,36 @@ TEST(anticipation_blocks_then_holds_vtime_then_expires)
 	free(m);
 }
 
+/*
+ * The same with depth 3: a blocking anticipation keeps a slot for l's
+ * next request instead of idling the device.  h's 1000 may take the
+ * second free slot; with h(0) and h(1000) in the device the last one is
+ * l's, and h's 2000 waits for it; a completion frees a slot again.
+ */
+TEST(anticipation_blocks_only_the_slot_it_keeps)
+{
+	struct sim *m = antic_setup();
+	struct stask *h = &m->tk[1];
+
+	m->depth = 3;
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == h);
+	CHECK_EQ(m->last_start, 1000);
+	CHECK_EQ(m->s.inflight, 2);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	sim_complete(m, h, 0);			/* h(0) */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(m->last_start, 2000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	/* a depth far above the load: anticipation never holds dispatch */
+	m->depth = 256;
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(m->last_start, 3000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_EMPTY);
+	CHECK(!m->failed);
+	free(m);
+}
+
 TEST(anticipation_fulfilled_keeps_the_place)
 {
 	struct sim *m = antic_setup();
@@ -1507,10 +1538,14 @@ TEST(anticipation_fulfilled_keeps_the_place)
 	free(m);
 }
 
-/* An anticipated start tag equal to the next queued one does not block. */
+/*
+ * An anticipated start tag equal to the next queued one does not block.
+ * Depth 2, so that the slot l's anticipation keeps is the last one free
+ * and the start tags decide.
+ */
 TEST(anticipation_blocks_only_a_later_start)
 {
-	struct sim *m = sim_new(2, 4, 0, 20000, 2000);
+	struct sim *m = sim_new(2, 2, 0, 20000, 2000);
 	struct stask *l = &m->tk[0], *h = &m->tk[1];
 
 	CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 0);
@@ -1524,7 +1559,9 @@ TEST(anticipation_blocks_only_a_later_start)
 	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);	/* h(1000): not later */
 	CHECK(m->last == h);
 	CHECK_EQ(sim_arrive(m, h, 1000, 0, true), 2000);
-	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_FULL);
+	sim_complete(m, h, 0);			/* h(0) */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_ANTIC);	/* h(2000): later */
 	CHECK(!m->failed);
 	free(m);
 }
@@ -1976,6 +2013,7 @@ UNIT_MAIN(
 	UNIT(throttle_zero_is_off),
 	UNIT(anticipation_starts_only_when_it_should),
 	UNIT(anticipation_blocks_then_holds_vtime_then_expires),
+	UNIT(anticipation_blocks_only_the_slot_it_keeps),
 	UNIT(anticipation_fulfilled_keeps_the_place),
 	UNIT(anticipation_blocks_only_a_later_start),
 	UNIT(deceptively_idle_task_keeps_its_share),
