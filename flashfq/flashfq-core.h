@@ -18,7 +18,9 @@
  *    last dispatched, which lets a backlogged task push it ahead of tasks
  *    whose requests are still in the device);
  *  - throttled dispatch: a request whose start tag is more than a
- *    threshold ahead of the most lagging active task's progress waits;
+ *    threshold ahead of the most lagging task's progress waits (a task
+ *    with requests outstanding, or one whose anticipation blocks:
+ *    ffq_task_restrains());
  *  - anticipation: a task whose synchronous request completed and has
  *    nothing else outstanding keeps a hypothetical request (start tag: its
  *    last finish tag) for a while, so that it keeps its place in virtual
@@ -278,7 +280,7 @@ static inline struct ffq_hnode *ffq_heap_min(const struct ffq_heap *h)
 struct ffq_task {
 	struct ffq_hnode ready;		/* sched.ready while nr_queued */
 	struct ffq_hnode vt;		/* sched.vt while active */
-	struct ffq_hnode prog;		/* sched.prog while active */
+	struct ffq_hnode prog;		/* sched.prog while it restrains */
 	struct ffq_hnode timer;		/* sched.timer while anticipated */
 	struct ffq_hnode block;		/* sched.block while blocking */
 
@@ -301,8 +303,9 @@ struct ffq_task {
  * start tag of their first one (the dispatch order: a task's requests are
  * tagged in arrival order with non-decreasing tags, so its first queued
  * one has its smallest queued tag); @vt orders the active tasks by their
- * smallest outstanding start tag (ffq_task_vt_key()); @prog orders them by
- * progress (ffq_task_progress()); @timer orders the anticipated tasks by
+ * smallest outstanding start tag (ffq_task_vt_key()); @prog orders those
+ * that restrain others (ffq_task_restrains()) by progress
+ * (ffq_task_progress()); @timer orders the anticipated tasks by
  * their next deadline and @block the blocking ones by their hypothetical
  * start tag.
  */
@@ -336,13 +339,30 @@ static inline bool ffq_task_active(const struct ffq_task *t)
 }
 
 /*
+ * Does @t's progress hold back others' dispatch through the throttle?
+ * While it has requests outstanding, or its anticipation blocks: holding
+ * back dispatch for a task with nothing outstanding is not work-conserving,
+ * which anticipation may be only for anticipation_block_us.  For the rest
+ * of its anticipation the task keeps its place in virtual time (its next
+ * request is tagged at its last finish tag and goes before the others'),
+ * but others may run ahead meanwhile.  Without this a task that keeps
+ * coming back within anticipation_us but uses less than its share (a
+ * reader with think time, or one limited by its CPU) would hold every
+ * other task to its own pace.
+ */
+static inline bool ffq_task_restrains(const struct ffq_task *t)
+{
+	return t->nr_out || (t->flags & FFQ_T_BLOCKING);
+}
+
+/*
  * A task's progress, for the throttle: the start tag of its first queued
  * request if it has one (the next it will be served at), else that of
  * its last dispatched request.  Counting a queued head as progress means
  * the most lagging task can always dispatch its own next request, so the
  * throttle can hold back others only while the laggard has nothing
  * queued, i.e. until its requests in the device complete and its
- * anticipation (bounded) ends.
+ * anticipation's blocking period (bounded) ends.
  */
 static inline u64 ffq_task_progress(const struct ffq_task *t)
 {
@@ -400,13 +420,14 @@ static inline bool ffq_update(struct ffq_sched *s, struct ffq_task *t)
 	else
 		ffq_heap_clear(&s->ready, &t->ready);
 
-	if (ffq_task_active(t)) {
+	if (ffq_task_active(t))
 		ffq_heap_set(&s->vt, &t->vt, ffq_task_vt_key(t));
-		ffq_heap_set(&s->prog, &t->prog, ffq_task_progress(t));
-	} else {
+	else
 		ffq_heap_clear(&s->vt, &t->vt);
+	if (ffq_task_restrains(t))
+		ffq_heap_set(&s->prog, &t->prog, ffq_task_progress(t));
+	else
 		ffq_heap_clear(&s->prog, &t->prog);
-	}
 
 	if (t->flags & FFQ_T_ANTIC)
 		ffq_heap_set(&s->timer, &t->timer,
@@ -590,7 +611,8 @@ enum ffq_pick {
  *    anticipated tasks' slots (with the depth above the load, e.g. a fast
  *    device, anticipation then never idles the device),
  *  - its start tag is at most @throttle ahead of the smallest progress of
- *    any active task (@throttle in charge units; 0 turns the throttle off).
+ *    any task that restrains others (@throttle in charge units; 0 turns
+ *    the throttle off).
  * When the request with the smallest start tag may not go, none may: the
  * others have larger tags.  *@gap is set to how far ahead it is.
  */

@@ -25,7 +25,8 @@
  *   throttle_us		0..10000000, default 100000: a request whose
  *				start tag is more than this (ns of device time
  *				at normal weight, in us) ahead of the most
- *				lagging active task's progress waits; 0: off.
+ *				lagging task's progress (requests outstanding
+ *				or anticipation blocking) waits; 0: off.
  *   anticipation_us		0..10000000, default 20000: how long a task
  *				whose synchronous request completed keeps its
  *				place in virtual time; 0: no anticipation.
@@ -114,7 +115,9 @@
  * requeue that may release them clears it and re-runs the hardware queues,
  * and the anticipation hrtimer, armed for the earliest deadline of all
  * anticipated tasks, re-runs them when a blocking period or an
- * anticipation ends.
+ * anticipation ends (all three only if FFQ_HELD is set: without it
+ * nothing waits for them, since the core runs the queues after every
+ * insert).
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -807,10 +810,12 @@ static enum hrtimer_restart ffq_timer_fn(struct hrtimer *timer)
 		ffq_refresh(fd, tq);
 	}
 	ffq_arm_timer(fd);
-	__clear_bit(FFQ_HELD, &fd->flags);
+	/*
+	 * Only if dispatch held requests back: a deadline whose anticipation
+	 * was fulfilled or blocked nothing (a fast device) releases nothing.
+	 */
+	ffq_kick(fd);
 	spin_unlock_irqrestore(&fd->lock, irqflags);
-
-	blk_mq_run_hw_queues(fd->q, true);
 	return HRTIMER_NORESTART;
 }
 

@@ -511,6 +511,7 @@ static void sim_check(struct sim *m)
 {
 	const struct ffq_sched *s = &m->s;
 	unsigned int i, nready = 0, nactive = 0, nantic = 0, nblock = 0;
+	unsigned int nrestrain = 0;
 	int before = unit_failed_checks;
 	u64 min;
 
@@ -526,27 +527,29 @@ static void sim_check(struct sim *m)
 		CHECK_EQ(ffq_hnode_linked(&s->ready, &t->ready),
 			 t->nr_queued > 0);
 		CHECK_EQ(ffq_hnode_linked(&s->vt, &t->vt), active);
-		CHECK_EQ(ffq_hnode_linked(&s->prog, &t->prog), active);
+		CHECK_EQ(ffq_hnode_linked(&s->prog, &t->prog),
+			 t->nr_out > 0 || blocking);
 		CHECK_EQ(ffq_hnode_linked(&s->timer, &t->timer), antic);
 		CHECK_EQ(ffq_hnode_linked(&s->block, &t->block), blocking);
 		if (t->nr_queued)
 			CHECK(t->ready.key == t->head_start);
-		if (active) {
+		if (active)
 			CHECK(t->vt.key == ffq_task_vt_key(t));
+		if (t->nr_out || blocking)
 			CHECK(t->prog.key == ffq_task_progress(t));
-		}
 		if (antic)
 			CHECK(t->timer.key == (blocking ? t->block_until :
 						t->antic_until));
 		CHECK(t->last_finish <= s->max_finish);
 		nready += t->nr_queued > 0;
 		nactive += active;
+		nrestrain += t->nr_out > 0 || blocking;
 		nantic += antic;
 		nblock += blocking;
 	}
 	CHECK_EQ(s->ready.nr, nready);
 	CHECK_EQ(s->vt.nr, nactive);
-	CHECK_EQ(s->prog.nr, nactive);
+	CHECK_EQ(s->prog.nr, nrestrain);
 	CHECK_EQ(s->timer.nr, nantic);
 	CHECK_EQ(s->block.nr, nblock);
 	/* Min-SFQ(D): the smallest outstanding start tag, else max finish */
@@ -1606,6 +1609,103 @@ TEST(deceptively_idle_task_keeps_its_share)
 	CHECK_EQ(idle_without, 0);
 }
 
+/*
+ * The throttle waits for an anticipated task only while its anticipation
+ * blocks.  l's request (0) is in the device, h's 0..3000 went and its 4000
+ * is throttled (3000 ahead at most).  l's request completes: l anticipates
+ * and blocks, and h stays held; when blocking ends l still holds virtual
+ * time but no longer holds h back.  l's next request comes back at its
+ * place and restrains h again.
+ */
+TEST(throttle_waits_for_an_anticipation_only_while_it_blocks)
+{
+	struct sim *m = sim_new(2, 100, 3000, 20000, 2000);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	unsigned int i;
+
+	CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 0);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	for (i = 0; i < 20; i++)
+		CHECK_EQ(sim_arrive(m, h, 1000, 0, true), i * 1000);
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	m->now = 5000;
+	sim_complete(m, l, 0);
+	CHECK(m->antic_started);
+	CHECK_EQ(l->t.flags, FFQ_T_ANTIC | FFQ_T_BLOCKING);
+	CHECK(ffq_task_restrains(&l->t));
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	CHECK_EQ(m->gap, 4000);
+	/* blocking ends: h goes, l keeps its place in virtual time */
+	m->now = 7000;
+	sim_timers(m);
+	CHECK_EQ(m->unblocks, 1);
+	CHECK_EQ(l->t.flags, FFQ_T_ANTIC);
+	CHECK(ffq_task_active(&l->t));
+	CHECK(!ffq_task_restrains(&l->t));
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == h);
+	CHECK_EQ(m->last_start, 4000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK_EQ(m->last_start, 5000);
+	CHECK_EQ(m->s.vtime, 0);		/* h(0) still in the device */
+	while (h->nf)
+		sim_complete(m, h, 0);
+	CHECK_EQ(m->s.vtime, 1000);		/* l's hypothetical request */
+	/* l comes back at its last finish tag, first in line */
+	CHECK_EQ(sim_arrive(m, l, 1000, 0, true), 1000);
+	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	CHECK(m->last == l);
+	CHECK_EQ(m->last_start, 1000);
+	/* and holds h (next: 6000) within 3000 of its progress again */
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	CHECK_EQ(m->gap, 5000);
+	CHECK(!m->failed);
+	free(m);
+}
+
+/*
+ * A light task at iodepth 1 that thinks 5 ms after each completion (more
+ * than the 2 ms block time, less than the 20 ms anticipation) beside a
+ * heavy one keeping 32 outstanding, depth 8 (the device serves each in
+ * 100 us whatever the load): the light task never waits, and the heavy
+ * one is not held to its pace by the throttle (here 1 ms of charge, so
+ * that it would show within the run).  Returns the heavy task's share of
+ * the dispatches, in percent.
+ */
+static unsigned long heavy_share_beside_a_thinker(unsigned long *throttled)
+{
+	struct sim *m = sim_new(2, 8, 1000000, 20000000, 2000000);
+	struct stask *l = &m->tk[0], *h = &m->tk[1];
+	unsigned long share;
+
+	sim_workload(l, 0, true, 5000000, 100000, 100000, true);
+	sim_workload(h, 32, false, 0, 100000, 100000, true);
+	sim_start(m);
+	sim_run(m, 20000);
+	CHECK_EQ(m->ndisp, 20000);
+	CHECK(!m->failed);
+	share = pct(h->ndisp, m->ndisp);
+	*throttled = m->npick[FFQ_PICK_THROTTLED];
+	free(m);
+	return share;
+}
+
+TEST(thinking_task_does_not_hold_others_to_its_pace)
+{
+	unsigned long throttled, share = heavy_share_beside_a_thinker(&throttled);
+
+	/*
+	 * Each 5.1 ms cycle of the light task: its request, then 3 ms of
+	 * anticipation that blocks nothing, in which the heavy task (8 slots
+	 * of 100 us) dispatches 240 requests beyond the throttle's 10.
+	 */
+	CHECK(share >= 99);
+	/* while the light task's request or blocking lasts, it still holds */
+	CHECK(throttled > 0);
+}
+
 /* ---- timers ---- */
 
 #define TN	64
@@ -2016,6 +2116,8 @@ UNIT_MAIN(
 	UNIT(anticipation_blocks_only_the_slot_it_keeps),
 	UNIT(anticipation_fulfilled_keeps_the_place),
 	UNIT(anticipation_blocks_only_a_later_start),
+	UNIT(throttle_waits_for_an_anticipation_only_while_it_blocks),
+	UNIT(thinking_task_does_not_hold_others_to_its_pace),
 	UNIT(deceptively_idle_task_keeps_its_share),
 	UNIT(timers_fire_in_deadline_order),
 	UNIT(timers_fired_late_stay_in_order),
