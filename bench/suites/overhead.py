@@ -3,7 +3,11 @@ delay (the CPU is the bottleneck, so IOPS measures the cost per request),
 with 1 and 2 jobs (each pinned to its CPU), under none, mq-deadline, kyber,
 bfq, fifo-ref (the do-nothing reference elevator), k2 with a bound that
 never limits (max_inflight = the queue depth) and flashfq with a dispatch
-depth that never limits (depth = the queue depth, at most 256).
+depth that never limits (depth = the queue depth, at most 256) and its
+throttle off (throttle_us=0: two jobs that are not device-bound drift apart
+in virtual time until the throttle holds the faster one to the slower one's
+pace, a fairness decision that would show here as cost per request;
+anticipation stays on, but with that depth it never holds dispatch).
 
 Each scheduler X is measured in a block none, X, X, none, so that slow
 drift (other load, thermal) cancels in the block's ratio X/none; blocks run
@@ -194,7 +198,8 @@ class Overhead(Suite):
                     tun = (("max_inflight", int(ctx.sched_info["k2"]["nr_requests"])),)
                 elif elv == "flashfq":
                     tun = (("depth", min(FLASHFQ_MAX_DEPTH,
-                                         int(ctx.sched_info["flashfq"]["nr_requests"]))),)
+                                         int(ctx.sched_info["flashfq"]["nr_requests"]))),
+                           ("throttle_us", 0))
                 block = []
                 for slot, (s, tag) in enumerate((("none", "a"), (x, "a"), (x, "b"),
                                                  ("none", "b"))):

@@ -382,7 +382,7 @@ def test_calibrate_refuses_a_mounted_loop_device(loop: Loop, tmp_path: Path) -> 
 # ---------------------------------------------------------------------------
 # overhead: flashfq beside fifo-ref and bfq
 
-def test_overhead_plan_measures_flashfq_with_a_depth_that_never_limits() -> None:
+def test_overhead_plan_measures_flashfq_with_a_depth_and_throttle_that_never_limit() -> None:
     t = FakeTarget(nr_requests=512)
     ctx = context(t, ["run", "overhead", "--short", "--jobs", "2"])
     ctx.sched_info = {s: {"nr_requests": 512} for s in overhead.SCHEDS}
@@ -390,7 +390,7 @@ def test_overhead_plan_measures_flashfq_with_a_depth_that_never_limits() -> None
     pairs = [b[0].label("pair") for b in plan.phases[0].blocks]
     assert pairs == ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq"]
     ff = [c for b in plan.phases[0].blocks for c in b if c.scheduler == "flashfq"]
-    assert len(ff) == 2 and all(c.tunables == (("depth", 256),) for c in ff)
+    assert len(ff) == 2 and all(c.tunables == (("depth", 256), ("throttle_us", 0)) for c in ff)
     assert "flashfq" in overhead.SCHEDS and "bfq" in overhead.SCHEDS
     assert {s.name for s in get("overhead").schedulers} >= {"flashfq", "bfq", "fifo-ref"}
 
