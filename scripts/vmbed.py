@@ -33,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST = ROOT / "scripts" / "guest"
@@ -325,7 +326,7 @@ class VM:
             if line is not None and line.startswith("READY"):
                 break
             if line is None:
-                self.sock.sendall(b"\nPING\n")
+                self._send(b"\nPING\n")
         self.boot_seconds = time.monotonic() - t0
         return self
 
@@ -372,7 +373,7 @@ class VM:
         # the agent sends it again until GOT.  The leading newline ends any
         # fragment left before the line.
         cmd = f"\nRUN {sid} {guest_tmo} {len(payload)} {payload}\n".encode()
-        self.sock.sendall(cmd)
+        self._send(cmd)
         try:
             ack_deadline = time.monotonic() + ACK_SECONDS
             while True:
@@ -381,7 +382,7 @@ class VM:
                                               fatal=retry >= ack_deadline)
                 if line is None or line == "NAK":
                     self.resends += 1
-                    self.sock.sendall(cmd)
+                    self._send(cmd)
                 elif line == f"ACK {sid}":
                     break
             deadline = time.monotonic() + timeout + 60
@@ -394,7 +395,7 @@ class VM:
                     f = line.split()
                     if len(f) == 4 and f[3].isdigit() and int(f[3]) == sum(map(len, chunks)):
                         rc = int(f[2])
-                        self.sock.sendall(f"GOT {sid}\n".encode())
+                        self._send(f"GOT {sid}\n".encode())
                         break
                     self.resends += 1
                     chunks = None
@@ -437,6 +438,27 @@ class VM:
             raise VMError(f"the VM exited (status {self.proc.returncode}); "
                           f"qemu: {err.strip()}\nconsole tail:\n{self.console_tail()}")
 
+    def _send(self, data: bytes) -> None:
+        assert self.sock is not None
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self._died("broke")
+
+    def _died(self, how: str) -> NoReturn:
+        """The agent connection @how (closed, was reset): QEMU is exiting,
+        e.g. the guest panicked (panic=-1 with -no-reboot).  A VMError with
+        its exit status, its stderr and the console's tail."""
+        self.dead = True
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._check_alive()
+        raise VMError(f"the agent connection {how} (QEMU still running); console tail:\n"
+                      f"{self.console_tail()}")
+
     def _readline(self, deadline: float, waiting_for: str = "the guest") -> str:
         """The next line from the agent; a VMError at @deadline."""
         line = self._readline_or_none(deadline, waiting_for, fatal=True)
@@ -462,11 +484,11 @@ class VM:
                 data = self.sock.recv(65536)
             except socket.timeout:
                 continue
+            except ConnectionResetError:
+                # QEMU closed the socket with our bytes unread: it exited
+                self._died("was reset")
             if not data:
-                self._check_alive()
-                self.dead = True
-                raise VMError("the agent connection closed; console tail:\n"
-                              f"{self.console_tail()}")
+                self._died("closed")
             self._buf += data
             if self._trace is not None:
                 self._trace.write(data)

@@ -42,3 +42,32 @@ def test_overlay_carries_modules_and_index(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=True).stdout
     assert "extra/fifo-iosched.ko:" in dep
     assert "null_blk.ko:" in dep
+
+
+@pytest.mark.parametrize("unread", [True, False])
+def test_guest_that_died_is_reported_with_its_console(unread: bool) -> None:
+    """QEMU exiting (a guest panic with -no-reboot) closes the agent socket,
+    or resets it when our last bytes were unread: either way a VMError with
+    QEMU's exit status and the console's tail, not a bare socket error."""
+    import socket
+    import time
+    vm = vmbed.VM(vmbed.VMConfig(kernel="none"))
+    ours, qemu = socket.socketpair()
+    try:
+        vm.console.write_text("boot\nKernel panic - not syncing: test\n")
+        with (vm.workdir / "qemu.err").open("wb") as err:
+            # still exiting when the socket goes, as QEMU is
+            vm.proc = subprocess.Popen(["sh", "-c", "echo qemu-said >&2; sleep 0.5; exit 3"],
+                                       stderr=err)
+        vm.sock = ours
+        if unread:
+            ours.sendall(b"\nPING\n")
+        qemu.close()
+        with pytest.raises(vmbed.VMError) as e:
+            vm._readline(time.monotonic() + 10, "the guest to boot")
+        assert "status 3" in str(e.value)
+        assert "qemu-said" in str(e.value)
+        assert "Kernel panic - not syncing: test" in str(e.value)
+        assert vm.dead
+    finally:
+        vm.cleanup()

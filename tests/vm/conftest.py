@@ -5,6 +5,7 @@ Run through tests/run (which builds the modules first), or directly:
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -193,6 +194,20 @@ rmmod null_blk
 """, timeout=120)
 
 
+def _boot_note(kernel: str, err: VMError) -> None:
+    """Record a boot that failed for tests/run to print (VM_BOOT_NOTES)."""
+    lines = str(err).splitlines()
+    note = f"{kernel}: a VM died while booting and was booted again: {lines[0]}"
+    tail = [ln.strip() for ln in lines[1:] if ln.strip()][-8:]
+    if tail:
+        note += " | console: " + " | ".join(tail)
+    path = os.environ.get("VM_BOOT_NOTES")
+    if path:
+        with open(path, "a") as f:
+            f.write(note.replace("\n", " ") + "\n")
+    print("NOTE: " + note, file=sys.stderr)
+
+
 @pytest.fixture(scope="session")
 def vm_factory(request: pytest.FixtureRequest) -> Iterator[Any]:
     kernel = _kernel(request.config)
@@ -203,10 +218,24 @@ def vm_factory(request: pytest.FixtureRequest) -> Iterator[Any]:
         if g is None or g.dead:
             if state["vm"] is not None:
                 state["vm"].cleanup()
+            boot_failures = 0
             for attempt in range(5):
                 vm = VM(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel))
                 state["vm"] = vm
-                vm.start()
+                try:
+                    vm.start()
+                except VMError as e:
+                    # Nothing of the project's has run yet (the init script
+                    # loads only upstream modules): a guest that died while
+                    # booting is the emulator's or the kernel's.  Boot once
+                    # more, and say so in tests/run's output.
+                    vm.cleanup()
+                    state["vm"] = None
+                    boot_failures += 1
+                    if boot_failures > 1:
+                        raise
+                    _boot_note(kernel, e)
+                    continue
                 try:
                     g = Guest(vm)
                     break
