@@ -127,18 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-build", action="store_true",
                       help="use the modules already in .build/<kernel>/")
     demo.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
-    from bench.calibrate import CALIBRATIONS
+    from bench.calibrate import CALIBRATIONS, IODEPTH
     cal = sub.add_parser(
         "calibrate", help="measure FlashFQ's cost model on a device and write it to flashfq's "
         "tunables", description="Measure the scheduler's four cost points on the device: the "
-        "mean completion latency (ns) of 4 KiB and 128 KiB random reads and writes, fio at "
-        "queue depth 1 (psync, direct I/O) under none, reads first, the write cache flushed "
-        "before each. Then select the scheduler on the device (loading its module if need "
-        "be; its costs belong to the elevator, so it stays selected), write cost_read_4k_ns, "
-        "cost_read_128k_ns, cost_write_4k_ns and cost_write_128k_ns, read them back and print "
-        "them. The writes go to the raw device: like `run`, a device holding data is refused "
-        "unless --destroy-data names it again. After an error or Ctrl-C the device gets its "
-        "scheduler and tunables back.")
+        "device time (ns) of a 4 KiB and a 128 KiB random read and write, i.e. fio's mean "
+        "completion latency one request at a time (psync, direct I/O; with --iodepth N, "
+        "io_uring with N in flight, the latency over N), under none, reads first, the write "
+        "cache flushed before each. Then select the scheduler on the device (loading its "
+        "module if need be; its costs belong to the elevator, so it stays selected), write "
+        "cost_read_4k_ns, cost_read_128k_ns, cost_write_4k_ns and cost_write_128k_ns, read "
+        "them back and print them. The writes go to the raw device: like `run`, a device "
+        "holding data is refused unless --destroy-data names it again. After an error or "
+        "Ctrl-C the device gets its scheduler and tunables back.")
     cal.add_argument("scheduler", choices=sorted(CALIBRATIONS),
                      help="the scheduler whose cost model to measure: flashfq")
     _device(cal)
@@ -146,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds per cost point (default 5)")
     cal.add_argument("--ramp", type=float, default=1.0,
                      help="fio ramp_time seconds before each, not measured (default 1)")
+    cal.add_argument("--iodepth", type=int, default=IODEPTH,
+                     help=f"requests in flight while measuring (default {IODEPTH}, the paper's "
+                     "one at a time); N > 1 charges each request its latency over N, what it "
+                     "takes from a busy device, which undercharges a synchronous task's small "
+                     "reads (bench/README.md)")
     _vm(cal, "calibrate")
     sub.add_parser("list", help="list the suites")
     return ap
@@ -189,7 +195,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     if not a.device:
         raise DeviceError(f"calibrate {a.scheduler} needs --device (e.g. /dev/nvme0n1)")
     with target_for(a) as target:
-        calibrate(target, a.scheduler, a.device, a.destroy_data, a.runtime, a.ramp)
+        calibrate(target, a.scheduler, a.device, a.destroy_data, a.runtime, a.ramp,
+                  iodepth=a.iodepth)
     return 0
 
 

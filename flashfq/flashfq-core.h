@@ -51,17 +51,22 @@
 #define FFQ_MAX_COST_NS			1000000000U	/* 1 s */
 
 /*
- * Default costs, ns of device time of one request at queue depth 1: those
- * of ssdsim's default flash timings (read_ns 50 us, program_ns 500 us,
- * xfer_ns 10 us per 4 KiB page): a 4 KiB read is one array read and one
- * transfer, a 128 KiB read one array read and 32 transfers, a write the
- * same with a program.  Real drives differ by an order of magnitude:
- * `python3 -m bench calibrate flashfq --device DEV` measures them.
+ * Default costs, ns: the mean latency of one request at a time in steady
+ * state (what `python3 -m bench calibrate flashfq --device DEV` measures)
+ * on ssdsim with its default geometry and real-time timings.  Its 8 dies
+ * work in parallel; a page read holds its die 60 us (array read 50,
+ * transfer 10), a page program 510 us (transfer 10, program 500).  A 4 KiB
+ * read is one page read, 60 us; a 128 KiB read 4 page reads on each die,
+ * 240 us.  Writes go through the write buffer, which in steady state
+ * drains at the dies' program rate: a 4 KiB write 510 / 8 us, a 128 KiB
+ * write 4 programs on each die, 2040 us.  bench/suites/flashfq.py computes
+ * the same for other ssdsim parameters (ssdsim_costs()).  Real drives
+ * differ by an order of magnitude.
  */
 #define FFQ_DEFAULT_COST_READ_4K	60000U
-#define FFQ_DEFAULT_COST_READ_128K	370000U
-#define FFQ_DEFAULT_COST_WRITE_4K	510000U
-#define FFQ_DEFAULT_COST_WRITE_128K	820000U
+#define FFQ_DEFAULT_COST_READ_128K	240000U
+#define FFQ_DEFAULT_COST_WRITE_4K	63750U
+#define FFQ_DEFAULT_COST_WRITE_128K	2040000U
 
 /* Weights: 1..8, FFQ_WEIGHT_NORM for every task unless ioprio_weights. */
 #define FFQ_WEIGHT_NORM			4U

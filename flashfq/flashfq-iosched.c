@@ -37,8 +37,8 @@
  *   ioprio_weights		0 or 1, default 0: weigh requests by I/O
  *				priority (flashfq-core.h, ffq_weight()).
  *   cost_{read,write}_{4k,128k}_ns  1..1000000000: device time of a 4 KiB
- *				and a 128 KiB request at queue depth 1
- *				(defaults and calibration: flashfq-core.h).
+ *				and a 128 KiB request, one at a time in steady
+ *				state (defaults and calibration: flashfq-core.h).
  * debugfs, /sys/kernel/debug/block/<dev>/sched/: tasks (one line per
  * active task), vtime, inflight, queued, counters (throttle and
  * anticipation counts, requests per path), queue_list (every queued

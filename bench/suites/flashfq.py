@@ -73,11 +73,37 @@ SCENARIOS: dict[str, tuple[tuple[str, str], bool]] = {
     "d": (("w4k", "w128k"), True),
 }
 
-#: flashfq's cost tunables and the task class whose mean completion latency
-#: at queue depth 1 each one is
+#: flashfq's cost tunables and the task class whose device time per request
+#: each one is (bench/calibrate.py measures it)
 COST_POINTS = {"cost_read_4k_ns": "r4k", "cost_read_128k_ns": "r128k",
                "cost_write_4k_ns": "w4k", "cost_write_128k_ns": "w128k"}
 COST_RANGE = (1, 1_000_000_000)
+
+
+def ssdsim_costs(params: dict[str, str]) -> dict[str, int]:
+    """flashfq's four cost points (ns) on ssdsim with module parameters
+    @params: the mean latency of one request at a time in steady state, as
+    flashfq-core.h derives its defaults (ssdsim's default parameters at
+    time_scale 1).  A read holds each die it touches for read + transfer per
+    page, its pages spread over the dies; a write through the write buffer
+    costs what its pages take to program, spread over all dies (without a
+    buffer, as a read with program instead of read)."""
+    ts = int(params["time_scale"])
+    dies = int(params["channels"]) * int(params["dies_per_channel"])
+    page = int(params["page_size"])
+    rd = (int(params["read_ns"]) + int(params["xfer_ns"])) * ts
+    wr = (int(params["program_ns"]) + int(params["xfer_ns"])) * ts
+    buffered = int(params.get("write_buffer_kb", "0")) > 0
+    out = {}
+    for tunable, cls in COST_POINTS.items():
+        pages = -(-int(CLASSES[cls].bs.removesuffix("k")) * 1024 // page)
+        per_die = -(-pages // dies)
+        if CLASSES[cls].rw == "randread":
+            ns = per_die * rd
+        else:
+            ns = pages * wr // dies if buffered else per_die * wr
+        out[tunable] = min(COST_RANGE[1], max(COST_RANGE[0], ns))
+    return out
 
 
 def scenario_tasks(scn: str, tasks: int) -> list[tuple[str, int]]:
@@ -96,11 +122,16 @@ def task_class(job: str) -> str:
 
 
 def jobfile(dev: str, size_bytes: int, tasks: list[tuple[str, int]], regions: int,
-            runtime: float, ramp: float, cpus: int | None, comment: str = "") -> str:
+            runtime: float, ramp: float, cpus: int | None, comment: str = "",
+            iodepth: int = 1) -> str:
     """One fio job per task: psync (one request at a time), direct I/O,
-    random offsets in region k of @regions equal ones for the k-th task."""
-    g = jobs.common(dev, runtime, ramp, "psync")
-    g["iodepth"] = 1
+    random offsets in region k of @regions equal ones for the k-th task;
+    with @iodepth above 1, io_uring keeping that many requests in flight
+    (bench calibrate)."""
+    if iodepth < 1:
+        raise ValueError(f"iodepth {iodepth}: at least 1")
+    g = jobs.common(dev, runtime, ramp, "psync" if iodepth == 1 else "io_uring")
+    g["iodepth"] = iodepth
     region = (size_bytes // regions) >> 20 << 20
     if region < (1 << 20):
         raise ValueError(f"device too small for {regions} regions of at least 1 MiB")
@@ -270,7 +301,8 @@ class FlashFQSuite(Suite):
                             "use full)")
         p.add_argument("--flashfq-tunables", default="", metavar="'NAME=VALUE ...'",
                        help="flashfq tunables for its runs, e.g. the costs `python3 -m "
-                            "bench calibrate flashfq` measured (default: its defaults)")
+                            "bench calibrate flashfq` measured (default: its defaults; on "
+                            "ssdsim, costs computed from its module parameters)")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -292,6 +324,18 @@ class FlashFQSuite(Suite):
                  f"({region_mib} MiB each)"]
         if cpus:
             notes.append(f"task k pinned to CPU k mod {cpus}")
+        if ctx.device.kind == "ssdsim":
+            mp = ctx.device.module_params
+            if not any(k in COST_POINTS for k, _ in tun):
+                tun += tuple((k, str(v)) for k, v in ssdsim_costs(mp).items())
+                notes.append("flashfq's costs: ssdsim's, from its module parameters "
+                             f"(time_scale {mp['time_scale']}; flashfq-core.h's defaults are "
+                             "these at time_scale 1)")
+            if "depth" not in dict(tun):
+                dies = int(mp["channels"]) * int(mp["dies_per_channel"])
+                tun += (("depth", str(dies)),)
+                notes.append(f"flashfq's depth: ssdsim's {dies} dies, its parallelism (the "
+                             "paper's D)")
         if tun:
             notes.append("flashfq runs with " + " ".join(f"{k}={v}" for k, v in tun))
 

@@ -33,9 +33,9 @@ FLASHFQ: dict[str, tuple[str, Validator]] = {
     "anticipation_block_us": ("2000", _in_range(0, 10 ** 9)),
     "ioprio_weights": ("0", _in_range(0, 1)),
     "cost_read_4k_ns": ("60000", _in_range(1, 10 ** 9)),
-    "cost_read_128k_ns": ("370000", _in_range(1, 10 ** 9)),
-    "cost_write_4k_ns": ("510000", _in_range(1, 10 ** 9)),
-    "cost_write_128k_ns": ("820000", _in_range(1, 10 ** 9)),
+    "cost_read_128k_ns": ("240000", _in_range(1, 10 ** 9)),
+    "cost_write_4k_ns": ("63750", _in_range(1, 10 ** 9)),
+    "cost_write_128k_ns": ("2040000", _in_range(1, 10 ** 9)),
 }
 
 

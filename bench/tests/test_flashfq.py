@@ -6,6 +6,7 @@ writes on the simulated sysfs."""
 from __future__ import annotations
 
 import io
+import re
 import json
 import shutil
 import statistics
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from bench import fio, prep, report, results
-from bench.calibrate import calibrate
+from bench.calibrate import calibrate, cost_ns
 from bench.cli import main, parse
 from bench.device import TunableError, UnsafeDevice
 from bench.jobs import parse_options
@@ -296,15 +297,77 @@ def test_demo_runs_the_short_flashfq_suite() -> None:
 
 
 # ---------------------------------------------------------------------------
+# costs on ssdsim
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
+#: ssdsim's module parameters at their defaults, time_scale 1
+SSDSIM = {"channels": "4", "dies_per_channel": "2", "page_size": "4096", "read_ns": "50000",
+          "program_ns": "500000", "xfer_ns": "10000", "time_scale": "1",
+          "write_buffer_kb": "256"}
+
+
+def test_ssdsim_costs_at_its_defaults_are_flashfqs_defaults() -> None:
+    main_c = (ROOT_DIR / "ssdsim/ssdsim-main.c").read_text()
+    for k, v in SSDSIM.items():
+        if k != "time_scale":
+            m = re.search(rf'MODULE_PARM_DESC\({k},.*?\(default (\d+)\)', main_c)
+            assert m and m.group(1) == v, k
+    core = (ROOT_DIR / "flashfq/flashfq-core.h").read_text()
+    c = {f"cost_{m.group(1).lower()}_{m.group(2).lower()}_ns": int(m.group(3)) for m in
+         re.finditer(r"#define FFQ_DEFAULT_COST_(READ|WRITE)_(4K|128K)\s+(\d+)U", core)}
+    assert len(c) == 4 and ffq.ssdsim_costs(SSDSIM) == c
+
+
+def test_ssdsim_costs_follow_its_parameters() -> None:
+    base = ffq.ssdsim_costs(SSDSIM)
+    assert ffq.ssdsim_costs({**SSDSIM, "time_scale": "60"}) == {k: v * 60 for k, v in base.items()}
+    # 16 dies: a 128 KiB read is 2 pages per die, a buffered write spreads wider
+    wide = ffq.ssdsim_costs({**SSDSIM, "dies_per_channel": "4"})
+    assert wide == {"cost_read_4k_ns": 60000, "cost_read_128k_ns": 120000,
+                    "cost_write_4k_ns": 31875, "cost_write_128k_ns": 1020000}
+    # write-through: a write holds its die like a read, for its program
+    wt = ffq.ssdsim_costs({**SSDSIM, "write_buffer_kb": "0"})
+    assert wt["cost_write_4k_ns"] == 510000 and wt["cost_write_128k_ns"] == 4 * 510000
+    # 16 KiB pages: a 4 KiB request is one page
+    big = ffq.ssdsim_costs({**SSDSIM, "page_size": "16384"})
+    assert big["cost_read_4k_ns"] == 60000 and big["cost_read_128k_ns"] == 60000
+    assert ffq.ssdsim_costs({**SSDSIM, "time_scale": "100000"})["cost_write_128k_ns"] == \
+        ffq.COST_RANGE[1]
+
+
+def test_plan_on_ssdsim_charges_ssdsims_costs_at_its_depth_unless_given() -> None:
+    ctx = plan_ctx([])
+    ctx.device.kind = "ssdsim"
+    ctx.device.module_params = {**SSDSIM, "time_scale": "60"}
+    plan = get("flashfq").plan(ctx)
+    ffq_cfgs = [c for c in plan.configs() if c.scheduler == "flashfq"]
+    assert ffq_cfgs and all(dict(c.tunables) == {
+        "cost_read_4k_ns": "3600000", "cost_read_128k_ns": "14400000",
+        "cost_write_4k_ns": "3825000", "cost_write_128k_ns": "122400000",
+        "depth": "8"} for c in ffq_cfgs)
+    assert any("ssdsim's, from its module parameters (time_scale 60" in n for n in plan.notes)
+    assert any("depth: ssdsim's 8 dies" in n for n in plan.notes)
+    ctx = plan_ctx(["--flashfq-tunables", "cost_read_4k_ns=5 depth=8"])
+    ctx.device.kind = "ssdsim"
+    ctx.device.module_params = dict(SSDSIM)
+    plan = get("flashfq").plan(ctx)
+    assert {c.tunables for c in plan.configs() if c.scheduler == "flashfq"} == \
+        {(("cost_read_4k_ns", "5"), ("depth", "8"))}
+
+
+# ---------------------------------------------------------------------------
 # calibrate
 
+#: device time per request of each class, us
 CAL_US = {"r4k": 3600.0, "r128k": 15000.0, "w4k": 3750.0, "w128k": 2e6}
 
 
 class CalDevice(FakeTarget):
+    """A device that serves one request at a time: N requests in flight
+    wait N times as long."""
     def latency_us(self, name: str, opts: dict[str, Any]) -> float:
         assert self.current == "none"
-        return CAL_US[ffq.task_class(name)]
+        return CAL_US[ffq.task_class(name)] * int(opts.get("iodepth", 1))
 
 
 def test_calibrate_writes_the_costs_and_leaves_flashfq_selected() -> None:
@@ -316,16 +379,42 @@ def test_calibrate_writes_the_costs_and_leaves_flashfq_selected() -> None:
     assert t.current == "flashfq" and t.values["cost_write_128k_ns"] == "1000000000"
     assert t.values["depth"] == "16"                           # the rest untouched
     assert "flashfq-iosched" in t.loaded
-    # one fio run per point, reads first, each after a flush, under none
+    # one fio run per point, one request at a time, reads first, each after
+    # a flush, under none
     jobs = [j for j in t.files if j.endswith(".fio")]
-    assert {parse_options(t.files[j].decode())["global"]["ioengine"] for j in jobs} == {"psync"}
+    assert {(g["ioengine"], g["iodepth"]) for g in
+            (parse_options(t.files[j].decode())["global"] for j in jobs)} == {("psync", "1")}
     fio_at = [i for i, s in enumerate(t.log) if "fio --output-format" in s]
     assert len(fio_at) == 4 and all("conv=notrunc,fsync" in t.log[i - 1] for i in fio_at)
     assert [sec for j in jobs for sec in parse_options(t.files[j].decode()) if sec != "global"] \
         == ["r4k-0", "r128k-0", "w4k-0", "w128k-0"]
     text = out.getvalue()
+    assert "one request at a time (psync" in text
     assert "under none" in text and "cost_read_4k_ns = 3600000" in text
+    assert "4 KiB reader    mean completion latency     3600.0 us (1000 I/Os): 3600000 ns" in text
     assert "--flashfq-tunables 'cost_read_4k_ns=3600000 " in text
+
+
+def test_calibrate_at_a_depth_charges_the_latency_over_it() -> None:
+    t = CalDevice()
+    out = io.StringIO()
+    back = calibrate(t, "flashfq", "/dev/fake0", None, 3, 0.5, out, iodepth=32)
+    assert back["cost_read_4k_ns"] == "3600000" and back["cost_write_4k_ns"] == "3750000"
+    jobs = [j for j in t.files if j.endswith(".fio")]
+    assert {(g["ioengine"], g["iodepth"]) for g in
+            (parse_options(t.files[j].decode())["global"] for j in jobs)} == {("io_uring", "32")}
+    text = out.getvalue()
+    assert "32 requests in flight (io_uring" in text
+    assert "4 KiB reader    mean completion latency   115200.0 us (1000 I/Os): 3600000 ns" in text
+    with pytest.raises(ValueError, match="--iodepth must be at least 1"):
+        calibrate(CalDevice(), "flashfq", "/dev/fake0", None, 3, 0.5, out, iodepth=0)
+
+
+def test_cost_is_the_latency_over_the_depth_within_the_limits() -> None:
+    assert cost_ns(115.2, 32, (1, 10 ** 9)) == 3600
+    assert cost_ns(115.2, 1, (1, 10 ** 9)) == 115200
+    assert cost_ns(0.0001, 32, (1, 10 ** 9)) == 1
+    assert cost_ns(5e6, 1, (1, 10 ** 9)) == 10 ** 9
 
 
 def test_calibrate_refuses_a_mounted_or_formatted_device() -> None:

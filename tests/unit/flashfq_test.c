@@ -239,16 +239,17 @@ TEST(heap_random_against_brute_force)
 
 /* ---- cost, charge, weight ---- */
 
-static const struct ffq_cost_model default_model = {
-	.read_4k = FFQ_DEFAULT_COST_READ_4K,
-	.read_128k = FFQ_DEFAULT_COST_READ_128K,
-	.write_4k = FFQ_DEFAULT_COST_WRITE_4K,
-	.write_128k = FFQ_DEFAULT_COST_WRITE_128K,
+/* Calibrated points of a device with cheap large requests (QD1 latencies). */
+static const struct ffq_cost_model qd1_model = {
+	.read_4k = 60000,
+	.read_128k = 370000,
+	.write_4k = 510000,
+	.write_128k = 820000,
 };
 
 TEST(cost_is_the_line_through_the_calibrated_points)
 {
-	const struct ffq_cost_model *m = &default_model;
+	const struct ffq_cost_model *m = &qd1_model;
 	u64 prev_r = 0, prev_w = 0;
 	u32 bytes;
 
@@ -286,6 +287,28 @@ TEST(cost_is_the_line_through_the_calibrated_points)
 		prev_r = r;
 		prev_w = w;
 	}
+}
+
+/*
+ * The defaults (ssdsim's): a 128 KiB request takes what 4 pages on each of
+ * its 8 dies take, 4 times a 4 KiB read and 32 times a buffered 4 KiB
+ * write; a buffered 4 KiB write costs about what a read does.
+ */
+TEST(default_costs_are_ssdsims)
+{
+	const struct ffq_cost_model m = {
+		.read_4k = FFQ_DEFAULT_COST_READ_4K,
+		.read_128k = FFQ_DEFAULT_COST_READ_128K,
+		.write_4k = FFQ_DEFAULT_COST_WRITE_4K,
+		.write_128k = FFQ_DEFAULT_COST_WRITE_128K,
+	};
+
+	CHECK_EQ(ffq_cost(&m, false, 131072), 4 * ffq_cost(&m, false, 4096));
+	CHECK_EQ(ffq_cost(&m, true, 131072), 32 * ffq_cost(&m, true, 4096));
+	/* 64 KiB: half way in pages on the write line */
+	CHECK_EQ(ffq_cost(&m, true, 65536), 16 * ffq_cost(&m, true, 4096));
+	CHECK(ffq_cost(&m, true, 4096) > ffq_cost(&m, false, 4096));
+	CHECK(ffq_cost(&m, true, 4096) < ffq_cost(&m, false, 4096) * 11 / 10);
 }
 
 TEST(cost_is_never_below_one)
@@ -340,7 +363,7 @@ TEST(charge_scales_by_weight)
 	CHECK_EQ(ffq_charge(U32_MAX / 4 + 1, 4), U32_MAX / 4 + 1);
 	CHECK_EQ(ffq_charge(U32_MAX / 4 + 1, 1), U32_MAX);
 	CHECK_EQ(ffq_charge(1ULL << 40, 8), U32_MAX);
-	CHECK_EQ(ffq_charge(ffq_cost(&default_model, true, U32_MAX), 1),
+	CHECK_EQ(ffq_charge(ffq_cost(&qd1_model, true, U32_MAX), 1),
 		 U32_MAX);
 }
 
@@ -2100,6 +2123,7 @@ UNIT_MAIN(
 	UNIT(heap_random_against_brute_force),
 	UNIT(cost_is_the_line_through_the_calibrated_points),
 	UNIT(cost_is_never_below_one),
+	UNIT(default_costs_are_ssdsims),
 	UNIT(charge_scales_by_weight),
 	UNIT(weight_from_ioprio),
 	UNIT(tags_start_at_vtime_or_last_finish),
