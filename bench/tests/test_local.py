@@ -72,16 +72,22 @@ def test_short_run_on_a_loop_device(loop: Loop, tmp_path: Path) -> None:
 def test_ctrl_c_restores_scheduler_and_tunables(loop: Loop, tmp_path: Path) -> None:
     out = tmp_path / "res"
     expire = read_expire(loop)
+    # Ctrl-C as a terminal delivers it: a test run in the background of a
+    # shell without job control inherits SIGINT ignored, and a Python started
+    # so leaves it ignored (no KeyboardInterrupt), so the child gets it back.
     p = subprocess.Popen(bench("run", "kyber-baseline", "--device", loop.path, "--workloads",
                                "R1", "--runtime", "60", "--ramp", "0", "--reps", "1",
                                "--out", str(out)),
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             mf = out / "manifest.json"
+            # fio running its job file (the runner's own command line names
+            # the results folder, so only the job file tells that fio runs)
             if mf.exists() and json.loads(mf.read_text()).get("status") == "running" and \
-                    subprocess.run(["pgrep", "-f", f"{out}|/tmp/bench-{p.pid}/run.fio"],
+                    subprocess.run(["pgrep", "-f", f"fio .*/tmp/bench-{p.pid}/run.fio"],
                                    capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
