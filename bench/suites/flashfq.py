@@ -80,6 +80,11 @@ COST_POINTS = {"cost_read_4k_ns": "r4k", "cost_read_128k_ns": "r128k",
 COST_RANGE = (1, 1_000_000_000)
 
 
+def ssdsim_dies(params: dict[str, str]) -> int:
+    """The dies of ssdsim with module parameters @params: its parallelism."""
+    return int(params["channels"]) * int(params["dies_per_channel"])
+
+
 def ssdsim_costs(params: dict[str, str]) -> dict[str, int]:
     """flashfq's four cost points (ns) on ssdsim with module parameters
     @params: the mean latency of one request at a time in steady state, as
@@ -89,7 +94,7 @@ def ssdsim_costs(params: dict[str, str]) -> dict[str, int]:
     costs what its pages take to program, spread over all dies (without a
     buffer, as a read with program instead of read)."""
     ts = int(params["time_scale"])
-    dies = int(params["channels"]) * int(params["dies_per_channel"])
+    dies = ssdsim_dies(params)
     page = int(params["page_size"])
     rd = (int(params["read_ns"]) + int(params["xfer_ns"])) * ts
     wr = (int(params["program_ns"]) + int(params["xfer_ns"])) * ts
@@ -332,7 +337,7 @@ class FlashFQSuite(Suite):
                              f"(time_scale {mp['time_scale']}; flashfq-core.h's defaults are "
                              "these at time_scale 1)")
             if "depth" not in dict(tun):
-                dies = int(mp["channels"]) * int(mp["dies_per_channel"])
+                dies = ssdsim_dies(mp)
                 tun += (("depth", str(dies)),)
                 notes.append(f"flashfq's depth: ssdsim's {dies} dies, its parallelism (the "
                              "paper's D)")

@@ -299,7 +299,6 @@ def test_demo_runs_the_short_flashfq_suite() -> None:
 # ---------------------------------------------------------------------------
 # costs on ssdsim
 
-ROOT_DIR = Path(__file__).resolve().parents[2]
 #: ssdsim's module parameters at their defaults, time_scale 1
 SSDSIM = {"channels": "4", "dies_per_channel": "2", "page_size": "4096", "read_ns": "50000",
           "program_ns": "500000", "xfer_ns": "10000", "time_scale": "1",
@@ -307,12 +306,12 @@ SSDSIM = {"channels": "4", "dies_per_channel": "2", "page_size": "4096", "read_n
 
 
 def test_ssdsim_costs_at_its_defaults_are_flashfqs_defaults() -> None:
-    main_c = (ROOT_DIR / "ssdsim/ssdsim-main.c").read_text()
+    main_c = (ROOT / "ssdsim/ssdsim-main.c").read_text()
     for k, v in SSDSIM.items():
         if k != "time_scale":
             m = re.search(rf'MODULE_PARM_DESC\({k},.*?\(default (\d+)\)', main_c)
             assert m and m.group(1) == v, k
-    core = (ROOT_DIR / "flashfq/flashfq-core.h").read_text()
+    core = (ROOT / "flashfq/flashfq-core.h").read_text()
     c = {f"cost_{m.group(1).lower()}_{m.group(2).lower()}_ns": int(m.group(3)) for m in
          re.finditer(r"#define FFQ_DEFAULT_COST_(READ|WRITE)_(4K|128K)\s+(\d+)U", core)}
     assert len(c) == 4 and ffq.ssdsim_costs(SSDSIM) == c
@@ -370,6 +369,12 @@ class CalDevice(FakeTarget):
         return CAL_US[ffq.task_class(name)] * int(opts.get("iodepth", 1))
 
 
+def engines(t: CalDevice) -> set[tuple[str | None, str | None]]:
+    """(ioengine, iodepth) of the job files calibrate ran."""
+    return {(g["ioengine"], g["iodepth"]) for g in
+            (parse_options(t.files[j].decode())["global"] for j in t.files if j.endswith(".fio"))}
+
+
 def test_calibrate_writes_the_costs_and_leaves_flashfq_selected() -> None:
     t = CalDevice()
     out = io.StringIO()
@@ -382,8 +387,7 @@ def test_calibrate_writes_the_costs_and_leaves_flashfq_selected() -> None:
     # one fio run per point, one request at a time, reads first, each after
     # a flush, under none
     jobs = [j for j in t.files if j.endswith(".fio")]
-    assert {(g["ioengine"], g["iodepth"]) for g in
-            (parse_options(t.files[j].decode())["global"] for j in jobs)} == {("psync", "1")}
+    assert engines(t) == {("psync", "1")}
     fio_at = [i for i, s in enumerate(t.log) if "fio --output-format" in s]
     assert len(fio_at) == 4 and all("conv=notrunc,fsync" in t.log[i - 1] for i in fio_at)
     assert [sec for j in jobs for sec in parse_options(t.files[j].decode()) if sec != "global"] \
@@ -400,9 +404,7 @@ def test_calibrate_at_a_depth_charges_the_latency_over_it() -> None:
     out = io.StringIO()
     back = calibrate(t, "flashfq", "/dev/fake0", None, 3, 0.5, out, iodepth=32)
     assert back["cost_read_4k_ns"] == "3600000" and back["cost_write_4k_ns"] == "3750000"
-    jobs = [j for j in t.files if j.endswith(".fio")]
-    assert {(g["ioengine"], g["iodepth"]) for g in
-            (parse_options(t.files[j].decode())["global"] for j in jobs)} == {("io_uring", "32")}
+    assert engines(t) == {("io_uring", "32")}
     text = out.getvalue()
     assert "32 requests in flight (io_uring" in text
     assert "4 KiB reader    mean completion latency   115200.0 us (1000 I/Os): 3600000 ns" in text

@@ -279,8 +279,8 @@ def free_kib(g: Guest) -> int:
     (/proc/zoneinfo "count:"), which MemFree leaves out.  6.12 sizes those
     lists by how much a CPU frees: after the 256 MiB discard, one CI run saw
     MemFree rise by only 194 MiB, and the next fill take only 204 MiB."""
-    return int(g.sh("awk '/^MemFree:/ {print $2}' /proc/meminfo")) + \
-        4 * int(g.sh("awk '$1 == \"count:\" {n += $2} END {print n + 0}' /proc/zoneinfo"))
+    return int(g.sh("awk '/^MemFree:/ {f = $2} $1 == \"count:\" {n += $2} "
+                    "END {print f + 4 * n}' /proc/meminfo /proc/zoneinfo"))
 
 
 def test_discard_zeroes_and_frees_memory(guest: Guest, ssd: Loader) -> None:
