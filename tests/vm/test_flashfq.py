@@ -251,7 +251,7 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         assert all(0 <= int(e.fields["inflight"]) < 4 for e in requeues)
         assert g.scheduler(dev) == SCHED
         after = g.fio(f"--name=after --filename=/dev/{dev} --direct=1 --ioengine=libaio "
-                      "--rw=randread --bs=4k --iodepth=16 --time_based --runtime=1", timeout=60)
+                      "--rw=randread --bs=4k --iodepth=16 --time_based --runtime=3", timeout=60)
         assert fio.job_stats(after, "after").ios > 0
         g.sh("sleep 0.3")
         assert g.sh(f"cat {dbg}/inflight").strip() == "0"

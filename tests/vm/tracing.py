@@ -74,12 +74,15 @@ cd /tmp && tar -cf /tmp/lttng-trace.tar lttng-trace
 
 def reset_when_held(g: Guest, system: str, ctrl: str, dev: str, inflight: str,
                     held: int) -> tuple[list[Event], dict[str, Any]]:
-    """Random reads and writes (2 jobs at iodepth 32, 4 s) on @dev with the
+    """Random reads and writes (2 jobs at iodepth 8, 4 s) on @dev with the
     events of @system recorded; once the file @inflight (the scheduler's own
     in-flight count) reaches @held, reset controller @ctrl.  The
-    {system}_requeue events (none lost) and fio's result, checked error-free."""
+    {system}_requeue events (none lost) and fio's result, checked error-free.
+    The reset lasts until every request fio has out completes (the queue is
+    frozen to remap it), one NVMET_DELAY_MS for each @held of them: the
+    shallow depth keeps that short."""
     args = (f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=randrw "
-            "--bs=4k --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime=4")
+            "--bs=4k --iodepth=8 --numjobs=2 --group_reporting --time_based --runtime=4")
     text = ftrace_record(g, system, f"""
 fio --output-format=json --output=/tmp/fio.json {args} &
 pid=$!
@@ -90,7 +93,10 @@ until [ "$(cat {inflight})" -ge {held} ]; do
     sleep 0.05
 done
 sleep 0.2
+held=$(cat {inflight}); t0=$(cut -d' ' -f1 /proc/uptime)
 echo 1 > /sys/class/nvme/{ctrl}/reset_controller || exit 3
+awk -v n="$held" -v t0="$t0" '{{printf "%d requests in flight just before the reset, which took %d ms\\n", n, ($1 - t0) * 1000}}' \
+    /proc/uptime > /tmp/reset.txt
 wait $pid
 """, timeout=180)
     res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
@@ -98,7 +104,8 @@ wait $pid
     trace = report.read_ftrace(text, system)
     assert trace.lost == 0
     requeues = [e for e in trace.events if e.name == f"{system}_requeue"]
+    info = g.sh("cat /tmp/reset.txt").strip()
     print(f"{ctrl} reset: {len(requeues)} requests requeued, "
-          f"{fio.job_stats(res, 'r').ios} I/Os by fio")
-    assert requeues, "the reset requeued nothing: the path was not exercised"
+          f"{fio.job_stats(res, 'r').ios} I/Os by fio; {info}")
+    assert requeues, f"the reset requeued nothing: the path was not exercised ({info})"
     return requeues, res
