@@ -1015,19 +1015,19 @@ static void ffq_exit_icq(struct io_cq *icq)
 	spin_unlock_irqrestore(&fd->lock, irqflags);
 }
 
-static int ffq_init_sched(struct request_queue *q, struct elevator_type *e)
+static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 {
 	struct elevator_queue *eq;
 	struct ffq_data *fd;
 	unsigned int i;
 
-	eq = elevator_alloc(q, e);
+	eq = compat_elevator_alloc(q, arg);
 	if (!eq)
 		return -ENOMEM;
 
 	fd = kzalloc_node(sizeof(*fd), GFP_KERNEL, q->node);
 	if (!fd) {
-		kobject_put(&eq->kobj);
+		compat_elevator_put(eq);
 		return -ENOMEM;
 	}
 
@@ -1042,8 +1042,8 @@ static int ffq_init_sched(struct request_queue *q, struct elevator_type *e)
 	INIT_LIST_HEAD(&fd->free);
 	for (i = 0; i < FFQ_MAX_DEPTH; i++)
 		list_add_tail(&fd->slots[i].node, &fd->free);
-	hrtimer_init(&fd->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
-	fd->timer.function = ffq_timer_fn;
+	compat_hrtimer_setup(&fd->timer, ffq_timer_fn, CLOCK_MONOTONIC,
+			     HRTIMER_MODE_ABS);
 
 	fd->depth = FFQ_DEFAULT_DEPTH;
 	fd->throttle_us = FFQ_DEFAULT_THROTTLE_US;

@@ -798,13 +798,13 @@ static bool k2_bio_merge(struct request_queue *q, struct bio *bio,
 	return ret;
 }
 
-static int k2_init_sched(struct request_queue *q, struct elevator_type *e)
+static int k2_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 {
 	struct elevator_queue *eq;
 	struct k2_data *kd;
 	unsigned int i;
 
-	eq = elevator_alloc(q, e);
+	eq = compat_elevator_alloc(q, arg);
 	if (!eq)
 		return -ENOMEM;
 
@@ -837,7 +837,7 @@ static int k2_init_sched(struct request_queue *q, struct elevator_type *e)
 free_kd:
 	kfree(kd);
 put_eq:
-	kobject_put(&eq->kobj);
+	compat_elevator_put(eq);
 	return -ENOMEM;
 }
 

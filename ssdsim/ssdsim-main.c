@@ -339,12 +339,13 @@ static enum hrtimer_restart ssdsim_timer_fn(struct hrtimer *timer)
 }
 
 static int ssdsim_init_request(struct blk_mq_tag_set *set, struct request *rq,
-			       unsigned int hctx_idx, unsigned int numa_node)
+			       unsigned int hctx_idx,
+			       compat_numa_node_t numa_node)
 {
 	struct ssdsim_cmd *cmd = blk_mq_rq_to_pdu(rq);
 
-	hrtimer_init(&cmd->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
-	cmd->timer.function = ssdsim_timer_fn;
+	compat_hrtimer_setup(&cmd->timer, ssdsim_timer_fn, CLOCK_MONOTONIC,
+			     HRTIMER_MODE_ABS);
 	return 0;
 }
 
@@ -693,7 +694,7 @@ static int ssdsim_add(unsigned int index, struct ssdsim_dev **out)
 	sd->tag_set.queue_depth = g_queue_depth;
 	sd->tag_set.numa_node = NUMA_NO_NODE;
 	sd->tag_set.cmd_size = sizeof(struct ssdsim_cmd);
-	sd->tag_set.flags = BLK_MQ_F_SHOULD_MERGE;
+	sd->tag_set.flags = COMPAT_BLK_MQ_F_MERGE;
 	sd->tag_set.driver_data = sd;
 	ret = blk_mq_alloc_tag_set(&sd->tag_set);
 	if (ret)

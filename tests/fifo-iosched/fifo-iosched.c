@@ -25,18 +25,18 @@ struct fifo_data {
 	struct list_head fifo;		/* protected by @lock */
 };
 
-static int fifo_init_sched(struct request_queue *q, struct elevator_type *e)
+static int fifo_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 {
 	struct elevator_queue *eq;
 	struct fifo_data *fd;
 
-	eq = elevator_alloc(q, e);
+	eq = compat_elevator_alloc(q, arg);
 	if (!eq)
 		return -ENOMEM;
 
 	fd = kzalloc_node(sizeof(*fd), GFP_KERNEL, q->node);
 	if (!fd) {
-		kobject_put(&eq->kobj);
+		compat_elevator_put(eq);
 		return -ENOMEM;
 	}
 	spin_lock_init(&fd->lock);
