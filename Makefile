@@ -15,8 +15,21 @@ ifeq ($(origin KVER),undefined)
 KVER := $(shell uname -r)
 KVER_DEFAULTED := 1
 endif
-KDIR ?= $(firstword $(wildcard /lib/modules/$(KVER)/build/Makefile /usr/src/linux-headers-$(KVER)/Makefile))
-KDIR := $(patsubst %/Makefile,%,$(KDIR))
+# The headers: this machine's, or the trixie build root's (scripts/buildroot),
+# where the build then runs (its compiler; this tree mounted at its path).
+ifeq ($(origin KDIR),undefined)
+KDIR := $(shell $(TOP)/scripts/kernels headers $(KVER) 2>/dev/null)
+KROOT := $(if $(KDIR),$(shell $(TOP)/scripts/kernels root $(KVER)),/)
+else
+KROOT := /
+endif
+ifeq ($(KROOT),/)
+IN_ROOT :=
+KDIR_IN := $(KDIR)
+else
+IN_ROOT = $(TOP)/scripts/buildroot run -b $(TOP) -b $(BUILD_ROOT) $(1) --
+KDIR_IN := $(patsubst $(KROOT)%,%,$(KDIR))
+endif
 
 BUILD_ROOT ?= $(TOP)/.build
 BUILD := $(BUILD_ROOT)/$(KVER)
@@ -41,7 +54,7 @@ modules: kdir-check
 	@priv=$$($(TOP)/scripts/ksrc $(KVER)) || exit 1;					\
 	mkdir -p $(BUILD);									\
 	cd $(TOP) && tar -c Kbuild compat tracepoints $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
-	$(MAKE) -C $(KDIR) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv modules
+	$(call IN_ROOT,-b $$priv) $(MAKE) -C $(KDIR_IN) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv modules
 	@cd $(BUILD) && find . -name '*.ko' | sort | sed 's|^\./|built: $(BUILD)/|'
 
 # The LTTng tracer (fetched and built by scripts/lttng-modules) and the
@@ -50,7 +63,7 @@ lttng-probes: modules
 	@lt=$$($(TOP)/scripts/lttng-modules $(KVER)) || exit 1;				\
 	rm -rf $(BUILD)/lttng && mkdir -p $(BUILD)/lttng/probes &&				\
 	cp -a $(TOP)/tracepoints/lttng/. $(BUILD)/lttng/probes/ &&				\
-	$(MAKE) -C $(KDIR) M=$(BUILD)/lttng/probes LTTNG_SRC=$$lt IOSCHED_TOP=$(BUILD)	\
+	$(call IN_ROOT,-b $$lt) $(MAKE) -C $(KDIR_IN) M=$(BUILD)/lttng/probes LTTNG_SRC=$$lt IOSCHED_TOP=$(BUILD) \
 		KBUILD_EXTRA_SYMBOLS=$$lt/src/Module.symvers modules &&			\
 	find $$lt/src -name '*.ko' -exec cp {} $(BUILD)/lttng/ \; &&				\
 	strip --strip-debug $(BUILD)/lttng/*.ko $(BUILD)/lttng/probes/*.ko &&			\

@@ -120,21 +120,44 @@ def _copy_into(root: Path, path: str) -> None:
     shutil.copy2(os.path.realpath(path), dst)
 
 
+def kernel_root(kernel: str) -> Path:
+    """Where @kernel's image and modules live: / for a kernel installed on
+    this machine, the trixie build root for the one Debian 12 cannot install
+    (scripts/buildroot)."""
+    out = _run([str(ROOT / "scripts" / "kernels"), "root", kernel]).strip()
+    return Path(out or "/")
+
+
+def kernel_image(kernel: str) -> Path:
+    """@kernel's bootable image: /boot/vmlinuz-<release>, or, unpacked from
+    Debian 13's linux-binary package, usr/lib/modules/<release>/vmlinuz."""
+    kroot = kernel_root(kernel)
+    for p in (kroot / "boot" / f"vmlinuz-{kernel}",
+              kroot / "usr" / "lib" / "modules" / kernel / "vmlinuz"):
+        if p.exists():
+            return p
+    raise VMError(f"no image for kernel {kernel} under {kroot}: run scripts/setup")
+
+
 def _kmod_files(kernel: str) -> list[Path]:
+    """The guest's kernel modules and their dependencies, as paths relative
+    to the kernel's root (lib/modules/<release>/...)."""
+    kroot = kernel_root(kernel)
     files: list[Path] = []
     for mod in GUEST_KMODS:
-        p = subprocess.run(["modprobe", "-S", kernel, "--show-depends", mod],
+        p = subprocess.run(["modprobe", "-d", str(kroot), "-S", kernel, "--show-depends", mod],
                            capture_output=True, text=True)
         for line in p.stdout.splitlines():
             parts = line.split()
             if len(parts) >= 2 and parts[0] == "insmod":
-                files.append(Path(parts[1]))
+                files.append(Path(parts[1]).relative_to(kroot))
     return list(dict.fromkeys(files))
 
 
-def _install_kmod(root: Path, src: Path) -> None:
-    """Copy a module into the staging tree, decompressed (busybox insmod)."""
-    rel = src.relative_to("/")
+def _install_kmod(root: Path, kroot: Path, rel: Path) -> None:
+    """Copy module @kroot/@rel into the staging tree @root at @rel,
+    decompressed (busybox insmod)."""
+    src = kroot / rel
     dst = root / rel
     for ext in (".xz", ".zst", ".gz"):
         if dst.name.endswith(ext):
@@ -164,7 +187,7 @@ def _base_key(kernel: str) -> str:
     for prog in GUEST_PROGS + GUEST_FILES:
         st = os.stat(os.path.realpath(prog))
         h.update(f"{prog}:{st.st_size}:{st.st_mtime_ns}".encode())
-    kdir = Path("/lib/modules") / kernel
+    kdir = kernel_root(kernel) / "lib" / "modules" / kernel
     h.update(str(kdir.stat().st_mtime_ns).encode())
     h.update(" ".join(GUEST_KMODS).encode())
     return h.hexdigest()[:16]
@@ -172,8 +195,8 @@ def _base_key(kernel: str) -> str:
 
 def base_initramfs(kernel: str) -> Path:
     """The per-kernel base initramfs, built once and cached."""
-    if not Path(f"/boot/vmlinuz-{kernel}").exists():
-        raise VMError(f"no /boot/vmlinuz-{kernel}: run scripts/setup")
+    kernel_image(kernel)  # raises if there is none
+    kroot = kernel_root(kernel)
     d = CACHE / kernel
     key = _base_key(kernel)
     out = d / f"base-{key}.cpio"
@@ -199,11 +222,13 @@ def base_initramfs(kernel: str) -> Path:
         # fio looks its ioengines up by name; libaio and io_uring are built in.
         kmods = _kmod_files(kernel)
         for m in kmods:
-            _install_kmod(root, m)
-        mdir = Path("/lib/modules") / kernel
+            _install_kmod(root, kroot, m)
+        mdir = kroot / "lib" / "modules" / kernel
         for f in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
             if (mdir / f).exists():
-                _copy_into(root, str(mdir / f))
+                dst = root / "lib" / "modules" / kernel / f
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(mdir / f, dst)
         _run(["depmod", "-b", str(root), kernel])
         for name in ("init", "agent"):
             shutil.copy2(GUEST / name, root / name)
@@ -283,7 +308,7 @@ class VM:
         cmd = [
             "qemu-system-x86_64", "-machine", "q35", "-accel", acc,
             "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
-            "-kernel", f"/boot/vmlinuz-{cfg.kernel}", "-initrd", str(initrd),
+            "-kernel", str(kernel_image(cfg.kernel)), "-initrd", str(initrd),
             "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "
             # nvme_core.multipath=N: a fabrics namespace (the tests'
             # loopback NVMe/TCP controller) is then a plain disk whose

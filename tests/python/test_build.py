@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -63,3 +65,67 @@ def test_make_without_headers_lists_buildable_kernels() -> None:
     assert "No build headers for kernel 0.0.0-nonexistent" in r.stdout
     for k in kernels():
         assert k in r.stdout
+
+
+def build_root() -> tuple[Path, str]:
+    """The trixie build root (scripts/buildroot) and its kernel release."""
+    br = ROOT / "scripts" / "buildroot"
+    path = subprocess.run([str(br), "path"], capture_output=True, text=True)
+    if path.returncode != 0:
+        pytest.fail("no build root: run scripts/setup")
+    rel = subprocess.run([str(br), "release"], capture_output=True, text=True, check=True)
+    return Path(path.stdout.strip()), rel.stdout.strip()
+
+
+def in_build_root(binds: list[Path], cmd: str) -> subprocess.CompletedProcess[str]:
+    args = [str(ROOT / "scripts" / "buildroot"), "run"]
+    for b in binds:
+        args += ["-b", str(b)]
+    return subprocess.run([*args, "--", "bash", "-c", cmd], capture_output=True, text=True)
+
+
+def test_trixie_machine_builds_with_its_own_headers(tmp_path: Path) -> None:
+    """A user on Debian 13 with the 7.3 headers and linux-source-7.3
+    installed runs `make KVER=<7.3>`: inside the build root, where those are
+    the machine's own (the build root itself is not there), the modules
+    build, with the private headers extracted from /usr/src's tarball."""
+    _, rel = build_root()
+    r = in_build_root([ROOT, tmp_path], f"""
+test ! -e /var/cache/ssd-iosched || exit 9
+env BUILD_CACHE={tmp_path}/cache make -C {ROOT} KVER={rel} BUILD_ROOT={tmp_path}/out modules
+""")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (tmp_path / "cache" / "ksrc").is_dir()
+    built = sorted(p.name for p in (tmp_path / "out" / rel).rglob("*.ko"))
+    assert built == ["fifo-iosched.ko", "flashfq-iosched.ko", "k2-iosched.ko", "ssdsim.ko"]
+
+
+def test_dkms_builds_for_the_build_roots_kernel() -> None:
+    """dkms.conf works with trixie's DKMS (3.2) for 7.3: add, build and
+    remove in the build root leave the three installable modules built
+    and nothing behind."""
+    root, rel = build_root()
+    m = re.search(r'^PACKAGE_VERSION="([^"]+)"', (ROOT / "dkms.conf").read_text(), re.M)
+    assert m
+    mod = f"ssd-iosched/{m.group(1)}"
+    src = root / "usr" / "src" / f"ssd-iosched-{m.group(1)}"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\0")
+    shutil.rmtree(src, ignore_errors=True)
+    try:
+        for f in filter(None, files):
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, src / f)
+        r = in_build_root([], f"""
+set -e
+dkms add {mod}
+dkms build {mod} -k {rel}
+find /var/lib/dkms/{mod}/{rel} -name '*.ko*' -printf '%f\\n' | sort
+""")
+    finally:
+        in_build_root([], f"dkms remove {mod} --all")
+        shutil.rmtree(src, ignore_errors=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    built = sorted(ln.split(".ko")[0] for ln in r.stdout.splitlines() if ".ko" in ln)
+    assert built == ["flashfq-iosched", "k2-iosched", "ssdsim"], r.stdout
+    assert not (root / "var" / "lib" / "dkms" / "ssd-iosched").exists()
