@@ -145,7 +145,9 @@ def _kmod_files(kernel: str) -> list[Path]:
     kroot = kernel_root(kernel)
     files: list[Path] = []
     for mod in GUEST_KMODS:
-        p = subprocess.run(["modprobe", "-d", str(kroot), "-S", kernel, "--show-depends", mod],
+        # (modprobe -d / would print //lib/...)
+        base = ["-d", str(kroot)] if kroot != Path("/") else []
+        p = subprocess.run(["modprobe", *base, "-S", kernel, "--show-depends", mod],
                            capture_output=True, text=True)
         for line in p.stdout.splitlines():
             parts = line.split()
