@@ -3,9 +3,9 @@ ssdsim (or fall back to the throttled NVMe device, and say so), run short
 versions of every suite whose schedulers exist, write their reports and an
 index page; print its path.
 
-The short versions are sized so that both test kernels fit in under 20
-minutes under TCG; `python3 -m bench run ... --vm` runs any
-suite at full length in the VM."""
+The short versions take about 10 minutes per test kernel under TCG (29 for
+the three); `python3 -m bench run ... --vm` runs any suite at full length in
+the VM."""
 from __future__ import annotations
 
 import argparse
