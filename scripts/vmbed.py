@@ -23,6 +23,7 @@ Design (measured and argued in README.md, "The VM test bed"):
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -120,10 +121,12 @@ def _copy_into(root: Path, path: str) -> None:
     shutil.copy2(os.path.realpath(path), dst)
 
 
+@functools.lru_cache(maxsize=None)
 def kernel_root(kernel: str) -> Path:
     """Where @kernel's image and modules live: / for a kernel installed on
     this machine, the trixie build root for the one Debian 12 cannot install
-    (scripts/buildroot)."""
+    (scripts/buildroot).  Asked once per kernel (a boot needs it four
+    times)."""
     out = _run([str(ROOT / "scripts" / "kernels"), "root", kernel]).strip()
     return Path(out or "/")
 
