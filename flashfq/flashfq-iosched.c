@@ -56,7 +56,8 @@
  * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge(), which this
  * file calls with it held).  exit_icq is called with the io_context's lock
  * (and on 6.1 possibly the queue lock) held and takes fd->lock inside
- * them; fd->lock is never held while taking either.  hrtimer_cancel() is
+ * them; fd->lock is never held while taking either, nor while running the
+ * hardware queues (which can take the queue lock).  hrtimer_cancel() is
  * only called without fd->lock (the timer callback takes it).  The
  * queues are device-wide, so like mq-deadline and K2 this sets
  * QUEUE_FLAG_SQ_SCHED.  Tunables are written by sysfs stores, which the
@@ -346,12 +347,28 @@ static void ffq_refresh(struct ffq_data *fd, struct ffq_tq *tq)
 	ffq_arm_timer(fd);
 }
 
-/* Re-run the hardware queues if dispatch held requests back. */
-static void ffq_kick(struct ffq_data *fd)
+/*
+ * Whether dispatch held requests back: the caller then re-runs the
+ * hardware queues (ffq_kick()) once it has dropped fd->lock.
+ */
+static bool ffq_take_held(struct ffq_data *fd)
 {
 	lockdep_assert_held(&fd->lock);
 
-	if (__test_and_clear_bit(FFQ_HELD, &fd->flags))
+	return __test_and_clear_bit(FFQ_HELD, &fd->flags);
+}
+
+/*
+ * Re-run the hardware queues, without fd->lock: blk_mq_run_hw_queue() can
+ * take the queue lock, which ioc_create_icq() holds while it takes an
+ * io_context's lock, which is held around exit_icq, which takes fd->lock
+ * (lockdep found that cycle in the debug tier, through requeue_request).
+ */
+static void ffq_kick(struct ffq_data *fd, bool held)
+{
+	lockdep_assert_not_held(&fd->lock);
+
+	if (held)
 		blk_mq_run_hw_queues(fd->q, true);
 }
 
@@ -721,6 +738,7 @@ static void ffq_finish_request(struct request *rq)
 	struct ffq_slot *slot;
 	struct ffq_tq *tq;
 	unsigned long irqflags;
+	bool held;
 	u64 now;
 
 	if (flags & FFQ_RQ_OWNED) {
@@ -751,8 +769,9 @@ static void ffq_finish_request(struct request *rq)
 			ffq_trace_antic(fd, tq, now);
 		}
 		ffq_refresh(fd, tq);
-		ffq_kick(fd);
+		held = ffq_take_held(fd);
 		spin_unlock_irqrestore(&fd->lock, irqflags);
+		ffq_kick(fd, held);
 	}
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
@@ -769,6 +788,7 @@ static void ffq_requeue_request(struct request *rq)
 	unsigned long irqflags;
 	struct ffq_slot *slot;
 	struct ffq_tq *tq;
+	bool held = false;
 
 	if (!(ffq_rq_flags(ffq_rq_get(rq)) & FFQ_RQ_OWNED))
 		return;
@@ -780,9 +800,10 @@ static void ffq_requeue_request(struct request *rq)
 		trace_flashfq_requeue(rq, tq->pid, slot->start,
 				      fd->s.inflight);
 		ffq_refresh(fd, tq);
-		ffq_kick(fd);
+		held = ffq_take_held(fd);
 	}
 	spin_unlock_irqrestore(&fd->lock, irqflags);
+	ffq_kick(fd, held);
 }
 
 /* Anticipation deadlines: the earliest one is due. */
@@ -791,6 +812,7 @@ static enum hrtimer_restart ffq_timer_fn(struct hrtimer *timer)
 	struct ffq_data *fd = container_of(timer, struct ffq_data, timer);
 	unsigned long irqflags;
 	struct ffq_task *t;
+	bool held;
 	u64 now;
 
 	spin_lock_irqsave(&fd->lock, irqflags);
@@ -814,8 +836,9 @@ static enum hrtimer_restart ffq_timer_fn(struct hrtimer *timer)
 	 * Only if dispatch held requests back: a deadline whose anticipation
 	 * was fulfilled or blocked nothing (a fast device) releases nothing.
 	 */
-	ffq_kick(fd);
+	held = ffq_take_held(fd);
 	spin_unlock_irqrestore(&fd->lock, irqflags);
+	ffq_kick(fd, held);
 	return HRTIMER_NORESTART;
 }
 
