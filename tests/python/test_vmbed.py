@@ -45,12 +45,14 @@ def test_overlay_carries_modules_and_index(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("unread", [True, False])
-def test_guest_that_died_is_reported_with_its_console(unread: bool) -> None:
+def test_guest_that_died_is_reported_with_its_console(
+        unread: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """QEMU exiting (a guest panic with -no-reboot) closes the agent socket,
     or resets it when our last bytes were unread: either way a VMError with
     QEMU's exit status and the console's tail, not a bare socket error."""
     import socket
     import time
+    monkeypatch.setattr(vmbed, "CACHE", tmp_path)
     vm = vmbed.VM(vmbed.VMConfig(kernel="none"))
     ours, qemu = socket.socketpair()
     try:
@@ -71,3 +73,37 @@ def test_guest_that_died_is_reported_with_its_console(unread: bool) -> None:
         assert vm.dead
     finally:
         vm.cleanup()
+
+
+def test_dead_guest_report_starts_at_the_first_kernel_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A panic's last lines are often another CPU's backtrace: the report of
+    a VM that died quotes the console from its first kernel problem on as
+    well as its tail, and the whole console is kept after cleanup."""
+    monkeypatch.setattr(vmbed, "CACHE", tmp_path)
+    vm = vmbed.VM(vmbed.VMConfig(kernel="k"))
+    lines = [f"[ {i}.0] boot line {i}" for i in range(100)]
+    lines += ["[ 66.0] BUG: kernel NULL pointer dereference, address: 0000000000000008",
+              "[ 66.1] RIP: 0010:k2_finish_request+0x1c/0x90 [k2_iosched]"]
+    lines += [f"[ 66.{i}] other CPU frame {i}" for i in range(2, 80)]
+    vm.console.write_text("\n".join(lines) + "\n")
+    text = vm.console_tail()
+    assert text.index("BUG: kernel NULL pointer") < text.index("other CPU frame 79")
+    assert "k2_finish_request" in text and "boot line 97" in text
+    assert "boot line 50" not in text
+    quiet = vmbed.VM(vmbed.VMConfig(kernel="k"))
+    quiet.console.write_text("\n".join(lines[:100]) + "\n")
+    assert quiet.console_tail(10).splitlines() == lines[90:100]
+    quiet.cleanup()
+    vm.dead = True
+    vm.cleanup()
+    kept = list((tmp_path / "dead").glob("k-*.log"))
+    assert len(kept) == 1 and "k2_finish_request" in kept[0].read_text()
+
+
+def test_tcg_threads_multi_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread per vCPU unless VM_TCG_THREAD=single."""
+    monkeypatch.delenv("VM_TCG_THREAD", raising=False)
+    assert vmbed.tcg_threads() == "multi"
+    monkeypatch.setenv("VM_TCG_THREAD", "single")
+    assert vmbed.tcg_threads() == "single"

@@ -5,6 +5,7 @@ Run through tests/run (which builds the modules first), or directly:
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -19,13 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench import fio  # noqa: E402
+from scripts.vmbed import KERNEL_PROBLEM as BAD_DMESG  # noqa: E402
 from scripts.vmbed import VM, VMConfig, VMError  # noqa: E402
-
-# Kernel log lines that fail the test during which they appeared.
-BAD_DMESG = re.compile(
-    r"WARNING:|BUG:|Oops|Call Trace|general protection|kernel BUG|"
-    r"blocked for more than|hung_task|soft lockup|rcu_sched self-detected|"
-    r"list_(add|del) corruption|UBSAN|KASAN|refcount_t:")
 
 
 # Debian's 6.1 nvme-pci re-sends the Doorbell Buffer Config only after
@@ -51,6 +47,14 @@ def xfail_held_pci_reset(g: Guest) -> None:
     bug above."""
     if g.kernel.startswith("6.1."):
         pytest.xfail(SHADOW_DOORBELL_RESET_BUG)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for m in ("timing: asserts timing or throughput ratios (not run in the debug tier, "
+              "where KASAN and lockdep make timing meaningless)",
+              "lttng: needs the LTTng modules (not built for the debug kernel)",
+              "debug_kernel: needs the debug kernel's fault injection (the debug tier only)"):
+        config.addinivalue_line("markers", m)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,6 +86,12 @@ class Guest:
         self.throttled = self.sh("readlink /dev/vm-throttled").strip().removeprefix("/dev/")
         if self.sh("readlink /dev/vm-fast").strip() != "/dev/nvme0n1":
             raise DeviceOrderError("the plain NVMe device is not nvme0n1")
+
+    @property
+    def debug_kernel(self) -> bool:
+        """The debug tier's kernel (KASAN, lockdep: several times slower, so
+        a rate or ratio that depends on the CPU's speed means nothing)."""
+        return self.kernel.endswith(DEBUG_LOCALVERSION)
 
     @property
     def dead(self) -> bool:
@@ -122,12 +132,38 @@ class Guest:
         self.sh(f"modprobe {module}")
 
     def take_dmesg(self) -> list[str]:
-        """Kernel log lines since the last call that indicate a kernel problem."""
-        out = self.sh("dmesg -c")
-        return [ln for ln in out.splitlines() if BAD_DMESG.search(ln)]
+        """The kernel log since the last call from its first line that
+        indicates a kernel problem on (a KASAN or lockdep report explains
+        itself in the lines that follow; at most 80), or nothing."""
+        lines = self.sh("dmesg -c").splitlines()
+        first = next((i for i, ln in enumerate(lines) if BAD_DMESG.search(ln)), None)
+        return [] if first is None else lines[first:first + 80]
+
+    @functools.cached_property
+    def has_kmemleak(self) -> bool:
+        return self.run(f"[ -e {KMEMLEAK} ]").rc == 0
+
+    def take_leaks(self) -> str:
+        """Unload the project's modules that nothing uses, scan for leaks
+        and return kmemleak's report of those not yet seen ("" if none;
+        always "" on a kernel without kmemleak).  kmemleak reports an
+        object once it has been unreferenced for 5 s, so a leak at the end
+        of one test can show at the next one's scan, with its backtrace."""
+        if not self.has_kmemleak:
+            return ""
+        mods = " ".join(m.replace("-", "_") for m in self.vm.modules)
+        return self.sh(f"""
+for m in {mods}; do grep -q "^$m " /proc/modules && rmmod $m 2>/dev/null; done
+echo scan > {KMEMLEAK}
+cat {KMEMLEAK}
+echo clear > {KMEMLEAK}
+""", timeout=600).strip()
 
 
+# CONFIG_LOCALVERSION of the debug kernel (tests/debug/kernel.config)
+DEBUG_LOCALVERSION = "-ssd-debug"
 NVMET = "/sys/kernel/config/nvmet"
+KMEMLEAK = "/sys/kernel/debug/kmemleak"
 NVMET_NQN = "testnqn.k2-loop"
 # How long the target holds each request.  A reset first quiesces the
 # queues, then shuts the sockets down and cancels what is still in flight
@@ -249,6 +285,8 @@ def vm_factory(request: pytest.FixtureRequest) -> Iterator[Any]:
                     if attempt == 4:
                         raise
             g.sh("dmesg -c >/dev/null")
+            if g.has_kmemleak:  # what booting left is not the tests'
+                g.sh(f"echo scan > {KMEMLEAK}; echo clear > {KMEMLEAK}", timeout=600)
             state["guest"] = g
         return g
 
@@ -264,4 +302,6 @@ def guest(vm_factory: Any) -> Iterator[Guest]:
     yield g
     if not g.dead:
         bad = g.take_dmesg()
-        assert not bad, "kernel log during this test:\n" + "\n".join(bad[:30])
+        assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+        leaks = g.take_leaks()
+        assert not leaks, "kmemleak after this test:\n" + "\n".join(leaks.splitlines()[:60])
