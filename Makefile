@@ -15,15 +15,16 @@ ifeq ($(origin KVER),undefined)
 KVER := $(shell uname -r)
 KVER_DEFAULTED := 1
 endif
-# The headers: this machine's, or the trixie build root's (scripts/buildroot),
-# where the build then runs (its compiler; this tree mounted at its path).
+# The headers: this machine's, the debug kernel's tree (scripts/debugkernel),
+# or the trixie build root's (scripts/buildroot), where the build then runs
+# (its compiler; this tree mounted at its path).
 ifeq ($(origin KDIR),undefined)
 KDIR := $(shell $(TOP)/scripts/kernels headers $(KVER) 2>/dev/null)
-KROOT := $(if $(KDIR),$(shell $(TOP)/scripts/kernels root $(KVER)),/)
+KROOT := $(if $(KDIR),$(shell $(TOP)/scripts/kernels chroot $(KVER)))
 else
-KROOT := /
+KROOT :=
 endif
-ifeq ($(KROOT),/)
+ifeq ($(KROOT),)
 IN_ROOT :=
 KDIR_IN := $(KDIR)
 else

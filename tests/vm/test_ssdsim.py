@@ -163,6 +163,7 @@ e2fsck -f -n /dev/{DEV}
     assert stat(guest, "flushes") > 0
 
 
+@pytest.mark.timing
 def test_qd1_read_latency_follows_parameters(guest: Guest, ssd: Loader) -> None:
     """An idle drive answers a QD1 4 KiB random read in (read + transfer) x
     time_scale, within 20% (median; the lower of two runs, since a busy
@@ -179,6 +180,7 @@ def test_qd1_read_latency_follows_parameters(guest: Guest, ssd: Loader) -> None:
         assert abs(got - expect_us) <= 0.2 * expect_us, (got, expect_us)
 
 
+@pytest.mark.timing
 def test_read_beside_writer_is_slow(guest: Guest, ssd: Loader) -> None:
     """A QD1 read waits for the programs queued on its die: beside a
     saturating writer it is at least 5x slower than alone, and the device
@@ -200,6 +202,7 @@ def test_read_beside_writer_is_slow(guest: Guest, ssd: Loader) -> None:
     assert stat(guest, "reads_delayed") > 0
 
 
+@pytest.mark.timing
 def test_iops_grows_with_depth_up_to_dies(guest: Guest, ssd: Loader) -> None:
     """Random-read IOPS grows with the queue depth while there are idle dies
     to use, and flattens beyond the number of dies (8) below their combined
@@ -232,6 +235,7 @@ def test_iops_grows_with_depth_up_to_dies(guest: Guest, ssd: Loader) -> None:
     assert iops[64] >= 0.7 * dies * die_iops, iops
 
 
+@pytest.mark.timing
 def test_gc_on_full_drive_slows_writes(guest: Guest, ssd: Loader) -> None:
     """Sustained random writes on a preconditioned full drive trigger
     garbage collection at once and run well below the fresh drive's
@@ -252,6 +256,7 @@ def test_gc_on_full_drive_slows_writes(guest: Guest, ssd: Loader) -> None:
     assert bw[100] <= 0.5 * bw[0], bw
 
 
+@pytest.mark.timing
 def test_fua_and_flush_wait_for_flash(guest: Guest, ssd: Loader) -> None:
     """Buffered writes complete long before a program; FUA writes (O_DSYNC)
     complete after theirs; a flush (fsync) waits for the buffer to drain."""

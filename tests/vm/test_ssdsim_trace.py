@@ -10,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from bench import fio
 from conftest import ROOT, Guest
 from test_ssdsim import DEV, FIO, SYS, Loader, ssd  # noqa: F401 (the fixture)
@@ -212,6 +214,7 @@ def test_ftrace_gc_on_full_drive(guest: Guest, ssd: Loader, tmp_path: Path) -> N
     assert seen["ssdsim_gc"] > 0 and seen["gc copied"] > 0, seen
 
 
+@pytest.mark.lttng
 def test_lttng_session_records_ssdsim(guest: Guest, ssd: Loader, tmp_path: Path) -> None:
     """An LTTng kernel session with `enable-event -k 'ssdsim_*'` records the
     same events with the same fields (op by name) on a full drive with a

@@ -1,0 +1,273 @@
+"""Fault injection under every project scheduler (the debug tier only: it
+needs the debug kernel's null_blk fault injection, fail_make_request,
+failslab, fail_page_alloc and fail-nth; scripts/debugkernel).
+
+Each I/O test runs on a memory-backed null_blk device made through configfs
+(its fault attributes are there, and its `times` counts down as faults
+fire, which proves the path ran), checks fio's data with crc32c, and ends
+with the scheduler idle: nothing in flight or queued by its own counts
+(debugfs) or the block layer's.  The guest fixture then fails the test on
+any lockdep, KASAN, UBSAN, BUG or WARNING report and on kmemleak's."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bench import fio
+from conftest import BAD_DMESG, Guest
+from schedulers import SCHEDULERS, Sched
+
+pytestmark = pytest.mark.debug_kernel
+
+NULLB = "/sys/kernel/config/nullb/faults"
+FAULTS = "/sys/kernel/debug"
+SIZE_MB = 256
+# what fio writes and later verifies: 2 jobs x 32 MiB, 4-64 KiB blocks
+WRITE = ("--name=w --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
+         "--rw=randwrite --bsrange=4k-64k --iodepth=16 --numjobs=2 --size=32m "
+         "--offset_increment=32m --verify=crc32c --verify_fatal=1 --randrepeat=0 "
+         "--group_reporting")
+
+
+@pytest.fixture(scope="module", params=SCHEDULERS, ids=lambda s: s.name)
+def sched(request: pytest.FixtureRequest) -> Sched:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def nullb(guest: Guest, sched: Sched) -> Iterator[str]:
+    """A 256 MiB memory-backed null_blk disk with fault injection (2
+    hardware queues of depth 32, io_timeout 1 s) and the scheduler
+    selected; its disk name."""
+    g = guest
+    if g.run(f"[ -d {FAULTS}/fail_make_request ]").rc != 0:
+        pytest.fail(f"{g.kernel} has no fault injection: the debug tier runs on the "
+                    "kernel scripts/debugkernel builds")
+    g.sh(f"""
+set -e
+grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config
+if grep -q '^null_blk ' /proc/modules; then rmmod null_blk; fi
+modprobe null_blk nr_devices=0
+mkdir {NULLB}
+cd {NULLB}
+echo 1 > memory_backed; echo {SIZE_MB} > size; echo 4096 > blocksize
+echo 2 > submit_queues; echo 32 > hw_queue_depth
+echo 1 > power
+""")
+    # 6.12 names a configfs disk after its directory; older kernels nullb<index>
+    dev = NULLB.rsplit("/", 1)[1]
+    if g.run(f"[ -e /sys/block/{dev} ]").rc != 0:
+        dev = "nullb" + g.sh(f"cat {NULLB}/index").strip()
+    g.sh(f"echo 1000 > /sys/block/{dev}/queue/io_timeout")
+    g.load(sched.module)
+    g.select(dev, sched.name)
+    yield dev
+    if not g.dead:
+        g.sh(f"""
+echo none > /sys/block/{dev}/queue/scheduler
+echo 0 > {NULLB}/power
+rmdir {NULLB}
+rmmod null_blk
+""")
+
+
+def arm(g: Guest, group: str, probability: int, times: int) -> None:
+    """Arm a fault attribute (a debugfs directory or a configfs group),
+    quietly: verbose 0, or each fault dumps a stack to the kernel log."""
+    g.sh(f"cd {group} && echo 0 > verbose && echo 1 > interval && "
+         f"echo {times} > times && echo {probability} > probability")
+
+
+def fired(g: Guest, group: str, times: int) -> int:
+    """Faults injected since arm(..., times): what `times` counted down."""
+    return times - int(g.sh(f"cat {group}/times").strip())
+
+
+def assert_idle(g: Guest, dev: str) -> None:
+    """Nothing in flight or queued: the block layer's counts and, where the
+    scheduler has them, its own (debugfs sched/inflight, sched/queued)."""
+    g.sh("sleep 0.5")
+    assert g.sh(f"cat /sys/block/{dev}/inflight").split() == ["0", "0"]
+    dbg = f"/sys/kernel/debug/block/{dev}/sched"
+    for name in ("inflight", "queued"):
+        if g.run(f"[ -e {dbg}/{name} ]").rc == 0:
+            # a count, or one per queue ("rt0 0" ... "be 0": K2's queued)
+            text = g.sh(f"cat {dbg}/{name}")
+            assert all(ln.split()[-1] == "0" for ln in text.splitlines()), (name, text)
+
+
+def write_and_verify(g: Guest, dev: str, timeout: float = 600) -> dict[str, Any]:
+    res = g.fio(WRITE.format(dev=dev) + " --do_verify=1", timeout=timeout)
+    st = fio.job_stats(res, "w")
+    assert st.error == 0
+    assert st.io_bytes == 2 * 2 * (32 << 20), st  # written and read back
+    return res
+
+
+def verify_only(g: Guest, dev: str) -> None:
+    """Everything WRITE wrote reads back intact (fio --verify_only)."""
+    res = g.fio(WRITE.format(dev=dev) + " --verify_only", timeout=600)
+    st = fio.job_stats(res, "w")
+    assert st.error == 0
+    # fio counts the writes it replays without doing them, and the reads
+    assert st.io_bytes == 2 * 2 * (32 << 20), st
+
+
+def read_with_errors(g: Guest, dev: str, seconds: int) -> tuple[int, int, int]:
+    """Random 4 KiB reads (one bio each) that go on past I/O errors: the
+    reads done, the reads that failed and the first error's errno."""
+    res = g.fio(f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
+                f"--rw=randread --bs=4k --iodepth=16 --numjobs=2 --size={SIZE_MB}m "
+                f"--time_based --runtime={seconds} --continue_on_error=read "
+                # fio goes on past EIO only unless told: also past ETIMEDOUT
+                # (110; this fio knows it by number only)
+                "--ignore_error=EIO:110 --group_reporting",
+                timeout=seconds + 300, ok=False)
+    job = next(j for j in res["jobs"] if j["jobname"] == "r")
+    return fio.job_stats(res, "r").ios, int(job["total_err"]), int(job["first_error"])
+
+
+def test_requeue_injection(guest: Guest, sched: Sched, nullb: str) -> None:
+    """null_blk sends back 10% of requests (half as BLK_STS_RESOURCE, half
+    through blk_mq_requeue_request): nothing is lost, all of it verifies,
+    and the scheduler ends idle."""
+    g, grp = guest, f"{NULLB}/requeue_inject"
+    arm(g, grp, 10, 2000)
+    write_and_verify(g, nullb)
+    n = fired(g, grp, 2000)
+    arm(g, grp, 0, 0)
+    print(f"{sched.name}: {n} requeues injected")
+    assert n > 50
+    assert_idle(g, nullb)
+
+
+def test_timeout_injection(guest: Guest, sched: Sched, nullb: str) -> None:
+    """null_blk drops 20 reads, which time out after io_timeout (1 s) and
+    fail: fio sees those errors (ETIMEDOUT) and no more, nothing hangs, the
+    data reads back intact afterwards and the scheduler ends idle."""
+    g, grp = guest, f"{NULLB}/timeout_inject"
+    write_and_verify(g, nullb)
+    arm(g, grp, 5, 20)
+    ios, errors, errno = read_with_errors(g, nullb, 8)
+    n = fired(g, grp, 20)
+    arm(g, grp, 0, 0)
+    print(f"{sched.name}: {n} timeouts injected, fio saw {errors} errors "
+          f"(first errno {errno}) in {ios} reads")
+    assert n > 0
+    assert errors == n and errno == 110  # ETIMEDOUT
+    assert_idle(g, nullb)
+    verify_only(g, nullb)
+    assert_idle(g, nullb)
+
+
+def test_fail_make_request(guest: Guest, sched: Sched, nullb: str) -> None:
+    """fail_make_request fails 5% of the disk's bios for a short window
+    (100 failures): exactly those errors reach fio (EIO), nothing hangs,
+    and the data reads back intact afterwards."""
+    g, grp = guest, f"{FAULTS}/fail_make_request"
+    write_and_verify(g, nullb)
+    g.sh(f"echo 1 > /sys/block/{nullb}/make-it-fail")
+    arm(g, grp, 5, 100)
+    try:
+        ios, errors, errno = read_with_errors(g, nullb, 4)
+        n = fired(g, grp, 100)
+    finally:
+        arm(g, grp, 0, 0)
+        g.sh(f"echo 0 > /sys/block/{nullb}/make-it-fail")
+    print(f"{sched.name}: {n} bios failed, fio saw {errors} errors "
+          f"(first errno {errno}) in {ios} reads")
+    assert n > 0
+    assert errors == n and errno == 5  # EIO
+    assert_idle(g, nullb)
+    verify_only(g, nullb)
+
+
+# Reports the injected allocation failures themselves cause: the page
+# allocator's "page allocation failure" warning with its backtrace.
+ALLOC_WARNING = re.compile(r"page allocation failure|warn_alloc")
+
+
+def _module_range(g: Guest, module: str) -> tuple[int, int]:
+    """[start, end) of the module's core (text and data), from /proc/modules."""
+    line = g.sh(f"grep '^{module.replace('-', '_')} ' /proc/modules")
+    f = line.split()
+    base = int(f[5], 16)
+    assert base, f"/proc/modules hides addresses: {line}"
+    return base, base + int(f[1])
+
+
+def test_allocation_failures_during_switch(guest: Guest, sched: Sched) -> None:
+    """Every allocation made from the scheduler's code while it is selected
+    fails in turn (fail-nth with failslab and fail_page_alloc restricted to
+    the module's address range): each such switch fails with an error and
+    leaves the queue on none, I/O still works, and the next switch
+    succeeds.  kmemleak after the module's unload finds nothing (the guest
+    fixture)."""
+    g = guest
+    dev = g.fast
+    g.select(dev, "none")
+    g.load(sched.module)
+    start, end = _module_range(g, sched.module)
+    for attr in ("failslab", "fail_page_alloc"):
+        d = f"{FAULTS}/{attr}"
+        g.sh(f"cd {d} && echo 0 > verbose && echo N > ignore-gfp-wait && "
+             f"echo {start} > require-start && echo {end} > require-end && "
+             f"echo 0 > reject-start && echo 0 > reject-end && echo 32 > stacktrace-depth")
+    failed = 0
+    try:
+        for nth in range(1, 200):
+            # one shell, builtins only: fail-nth counts the calls of the
+            # task that set it (a child does not inherit it)
+            r = g.run(f"echo {nth} > /proc/self/fail-nth; "
+                      f"echo {sched.name} > /sys/block/{dev}/queue/scheduler; rc=$?; "
+                      "read -r left < /proc/self/fail-nth; echo left=$left rc=$rc",
+                      timeout=120)
+            m = re.search(r"left=(\d+) rc=(\d+)", r.out)
+            assert m, r.out
+            injected = m.group(1) == "0"
+            if not injected:
+                # fewer than nth allocations: every one has failed once
+                assert m.group(2) == "0", r.out
+                assert g.scheduler(dev) == sched.name
+                break
+            failed += 1
+            now = g.scheduler(dev)
+            if m.group(2) != "0":
+                assert now == "none", f"allocation {nth} failed: queue on {now}"
+            else:  # the scheduler coped without that allocation
+                assert now == sched.name
+            res = g.fio(f"--name=io --filename=/dev/{dev} --direct=1 --rw=randread "
+                        "--bs=4k --iodepth=4 --ioengine=io_uring --size=4m --number_ios=64")
+            assert fio.job_stats(res, "io").error == 0
+            g.select(dev, "none")
+        else:
+            pytest.fail("the switch still failed after 199 injected allocation failures")
+    finally:
+        for attr in ("failslab", "fail_page_alloc"):
+            g.sh(f"cd {FAULTS}/{attr} && echo 0 > require-start && "
+                 f"echo {2**64 - 1} > require-end && echo Y > ignore-gfp-wait")
+    print(f"{sched.name}: {failed} allocations failed in turn during the switch")
+    assert failed > 0, "no allocation of the module's failed: the injection never ran"
+    g.select(dev, "none")
+    bad = unexpected_reports(g.sh("dmesg -c").splitlines())
+    assert not bad, "kernel log during the injections:\n" + "\n".join(bad[:80])
+
+
+def unexpected_reports(log: list[str]) -> list[str]:
+    """The kernel log from its first problem on, leaving out the reports the
+    injected failures cause themselves: the page allocator's "page
+    allocation failure" warning, up to the end of its backtrace."""
+    kept: list[str] = []
+    skipping = False
+    for ln in log:
+        if ALLOC_WARNING.search(ln):
+            skipping = True
+        elif skipping and "</TASK>" in ln:
+            skipping = False
+        elif not skipping:
+            kept.append(ln)
+    first = next((i for i, ln in enumerate(kept) if BAD_DMESG.search(ln)), None)
+    return [] if first is None else kept[first:first + 80]
