@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 from bench import fio  # noqa: E402
 from scripts.vmbed import KERNEL_PROBLEM as BAD_DMESG  # noqa: E402
 from scripts.vmbed import VM, VMConfig, VMError  # noqa: E402
+from schedulers import SCHEDULERS, Sched  # noqa: E402
 
 
 # Debian's 6.1 nvme-pci re-sends the Doorbell Buffer Config only after
@@ -246,6 +247,13 @@ def _boot_note(kernel: str, err: VMError) -> None:
         with open(path, "a") as f:
             f.write(note.replace("\n", " ") + "\n")
     print("NOTE: " + note, file=sys.stderr)
+
+
+@pytest.fixture(scope="module", params=SCHEDULERS, ids=lambda s: s.name)
+def sched(request: pytest.FixtureRequest) -> Sched:
+    """Each project scheduler in turn (tests/vm/schedulers.py), module by
+    module: the generic suite and the fault injection tests."""
+    return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import pytest
 
 from bench import fio
 from conftest import BAD_DMESG, Guest
-from schedulers import SCHEDULERS, Sched
+from schedulers import Sched
 
 pytestmark = pytest.mark.debug_kernel
 
@@ -30,11 +30,6 @@ WRITE = ("--name=w --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
          "--rw=randwrite --bsrange=4k-64k --iodepth=16 --numjobs=2 --size=32m "
          "--offset_increment=32m --verify=crc32c --verify_fatal=1 --randrepeat=0 "
          "--group_reporting")
-
-
-@pytest.fixture(scope="module", params=SCHEDULERS, ids=lambda s: s.name)
-def sched(request: pytest.FixtureRequest) -> Sched:
-    return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture

@@ -23,11 +23,6 @@ VERIFY = ("--name=verify --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
           "--do_verify=1 --randrepeat=0 --group_reporting")
 
 
-@pytest.fixture(scope="module", params=SCHEDULERS, ids=lambda s: s.name)
-def sched(request: pytest.FixtureRequest) -> Sched:
-    return request.param  # type: ignore[no-any-return]
-
-
 @pytest.fixture
 def selected(guest: Guest, sched: Sched) -> Any:
     """The scheduler loaded and selected on nvme0n1; none again afterwards."""
