@@ -101,9 +101,15 @@ def test_dead_guest_report_starts_at_the_first_kernel_problem(
     assert len(kept) == 1 and "k2_finish_request" in kept[0].read_text()
 
 
-def test_tcg_threads_multi_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A thread per vCPU unless VM_TCG_THREAD=single."""
+def test_tcg_threads_single_from_7_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread per vCPU for 6.x, one thread for 7.x and later (its INT3
+    text-patching race), unless VM_TCG_THREAD says otherwise."""
     monkeypatch.delenv("VM_TCG_THREAD", raising=False)
-    assert vmbed.tcg_threads() == "multi"
+    assert vmbed.tcg_threads("6.1.0-56-cloud-amd64") == "multi"
+    assert vmbed.tcg_threads("6.12.117-ssd-debug") == "multi"
+    assert vmbed.tcg_threads("7.3.4+deb13-cloud-amd64") == "single"
+    assert vmbed.tcg_threads("10.0.1") == "single"
     monkeypatch.setenv("VM_TCG_THREAD", "single")
-    assert vmbed.tcg_threads() == "single"
+    assert vmbed.tcg_threads("6.1.0-56-cloud-amd64") == "single"
+    monkeypatch.setenv("VM_TCG_THREAD", "multi")
+    assert vmbed.tcg_threads("7.3.4+deb13-cloud-amd64") == "multi"
