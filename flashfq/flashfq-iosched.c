@@ -84,12 +84,13 @@
  * once the driver owns rq->queuelist).  Only requests the core will call
  * finish_request for are queued by task (compat_rq_elv_finish()); they
  * keep FFQ_RQ_OWNED from insert until finish_request.
- *  - Requeue (e.g. controller reset): requeue_request frees the slot; the
- *    request keeps its tags and, if inserted again, goes first in its
- *    task's queue; a driver-prepared one (RQF_DONTPREP, NVMe) is issued
- *    from hctx->dispatch without coming back and only finish_request sees
- *    it again.  A request inserted while still holding a slot (no such
- *    path is known) frees it at insert (debugfs counters "reinsert").
+ *  - Requeue (e.g. controller reset): a driver-prepared request
+ *    (RQF_DONTPREP, NVMe) is issued again from hctx->dispatch without
+ *    coming back, so it keeps its slot until finish_request.  Any other
+ *    frees the slot at requeue_request, keeps its tags and, inserted
+ *    again, goes first in its task's queue.  A request inserted while
+ *    still holding a slot (no such path is known) frees it at insert
+ *    (debugfs counters "reinsert").
  *  - Flush: flush requests never reach an elevator, nor on 6.1 does a
  *    request of a flush sequence; 6.1 gives REQ_PREFLUSH/REQ_FUA requests
  *    no prepare_request, and one requeued after a reset can be inserted:
@@ -793,6 +794,22 @@ static void ffq_requeue_request(struct request *rq)
 	if (!(ffq_rq_flags(ffq_rq_get(rq)) & FFQ_RQ_OWNED))
 		return;
 	tq = ffq_rq_tq(fd, rq);
+	/*
+	 * A request the driver prepared (RQF_DONTPREP, e.g. NVMe) goes from
+	 * the requeue list straight to hctx->dispatch and the driver, not
+	 * through FlashFQ: it keeps its depth slot until it finishes, or the
+	 * device would hold it beside a request dispatched into its slot.
+	 */
+	if (rq->rq_flags & RQF_DONTPREP) {
+		spin_lock_irqsave(&fd->lock, irqflags);
+		if (ffq_rq_slot(ffq_rq_get(rq))) {
+			fd->stats.requeued++;
+			trace_flashfq_requeue(rq, tq->pid, ffq_rq_start(rq),
+					      fd->s.inflight);
+		}
+		spin_unlock_irqrestore(&fd->lock, irqflags);
+		return;
+	}
 	spin_lock_irqsave(&fd->lock, irqflags);
 	slot = ffq_release_slot(fd, rq);
 	if (slot) {

@@ -122,96 +122,82 @@ static inline int k2_pick_queue(unsigned int nonempty, u32 inflight,
 }
 
 /*
- * The in-flight word.  The count and a recovery epoch share one 64-bit word
- * so that one compare-and-exchange changes them together: bits 0..31 count
- * the requests dispatched and not yet completed or requeued, bits 32..63
- * number the resets of a leaked count (k2_inflight_reset()).  A request
- * remembers the epoch it was counted in and gives its slot back only to
- * that epoch, so a reset can never be followed by requests that were
- * outstanding before it driving the new count below the truth.
+ * The in-flight count: the requests dispatched and not yet completed or
+ * requeued, one 32-bit word that the glue changes by compare-and-exchange.
  */
-static inline u32 k2_inflight_count(u64 word)
-{
-	return (u32)word;
-}
-
-static inline u32 k2_inflight_epoch(u64 word)
-{
-	return (u32)(word >> 32);
-}
-
-static inline u64 k2_inflight_word(u32 epoch, u32 count)
-{
-	return ((u64)epoch << 32) | count;
-}
 
 /*
  * k2_inflight_inc() - take a slot: false (and *@new untouched) if @old
  * already counts @bound or more requests.
  */
-static inline bool k2_inflight_inc(u64 old, u32 bound, u64 *new)
+static inline bool k2_inflight_inc(u32 old, u32 bound, u32 *new)
 {
-	u32 count = k2_inflight_count(old);
-
-	if (count >= bound)
+	if (old >= bound)
 		return false;
-	*new = k2_inflight_word(k2_inflight_epoch(old), count + 1);
+	*new = old + 1;
 	return true;
 }
 
-enum k2_dec_result {
-	K2_DEC_OK,		/* *new is @old with one slot less */
-	K2_DEC_STALE,		/* counted before the last reset: ignore */
-	K2_DEC_UNDERFLOW,	/* the count is already zero: refuse */
-};
-
 /*
- * k2_inflight_dec() - give back a slot taken in @epoch.  Never goes below
- * zero; an underflow is an accounting bug the caller reports.
+ * k2_inflight_dec() - give back a slot.  Never goes below zero: false (and
+ * *@new untouched) if @old is already zero, an accounting bug the caller
+ * reports.
  */
-static inline enum k2_dec_result k2_inflight_dec(u64 old, u32 epoch, u64 *new)
+static inline bool k2_inflight_dec(u32 old, u32 *new)
 {
-	u32 count = k2_inflight_count(old);
-
-	if (k2_inflight_epoch(old) != epoch)
-		return K2_DEC_STALE;
-	if (!count)
-		return K2_DEC_UNDERFLOW;
-	*new = k2_inflight_word(epoch, count - 1);
-	return K2_DEC_OK;
-}
-
-/* k2_inflight_reset() - forget every counted request: new epoch, zero. */
-static inline u64 k2_inflight_reset(u64 old)
-{
-	return k2_inflight_word(k2_inflight_epoch(old) + 1, 0);
+	if (!old)
+		return false;
+	*new = old - 1;
+	return true;
 }
 
 /*
- * Stall detection for a count that stays at the bound with nothing left to
- * complete (a leak).  Dispatch calls k2_stall_check() each time it finds the
- * bound reached; blk-mq re-runs a queue whose elevator has work but
+ * k2_inflight_recover() - after a stall, the count to put in place of
+ * @before, or false to leave it.  The caller read the count (@before), then
+ * counted the requests that still exist and hold a slot (@found), then read
+ * the count again (@after), with no slot taken meanwhile.  A request gives
+ * its slot back before it drops its K2_RQ_COUNTED flag, so unless a slot
+ * was given back during the walk (@after != @before, and the device is not
+ * stalled after all) every request still holding a slot was found, and
+ * the @before - @found others will never give theirs back: they are lost.
+ * @found can exceed the truth (a request that gave its slot back before
+ * @before and had not yet dropped its flag), never fall short of it; so a
+ * recovery never lets more than the bound into the device, at worst it
+ * leaves a slot lost until the next one.
+ */
+static inline bool k2_inflight_recover(u32 before, u32 after, u32 found,
+				       u32 *new)
+{
+	if (after != before || found >= before)
+		return false;
+	*new = found;
+	return true;
+}
+
+/*
+ * Stall detection, for a count that stays at the bound with nothing left to
+ * complete (lost slots).  Dispatch calls k2_stall_check() each time it finds
+ * the bound reached; blk-mq re-runs a queue whose elevator has work but
  * dispatches nothing every few milliseconds, so the check keeps being made.
- * Any completion or requeue changes the in-flight word, any dispatch the
- * dispatch sequence; when neither has changed for @timeout, no request
- * has made progress for that long and the count is presumed leaked.  A
- * device that really holds every slot for that long (hung until its own
- * timeout) also trips it; the cost is that K2 then dispatches past the
- * bound until those requests end, which a hung device does not mind.
+ * Any completion or requeue changes the count, any dispatch the dispatch
+ * sequence; when neither has changed for @timeout, the caller looks for
+ * the requests that hold the slots (k2_inflight_recover()).  A slow but
+ * healthy device, or one hung until its own timeout, holds every slot with
+ * a request that exists: nothing is recovered, and the wait starts again.
  */
 struct k2_stall {
-	u64 word;		/* in-flight word when the wait began */
+	u32 count;		/* in-flight count when the wait began */
 	u64 seq;		/* dispatch sequence then */
 	unsigned long since;	/* time then, same unit as @now */
 	bool armed;		/* a wait is being timed */
 };
 
-static inline bool k2_stall_check(struct k2_stall *s, u64 word, u64 seq,
+static inline bool k2_stall_check(struct k2_stall *s, u32 count, u64 seq,
 				  unsigned long now, unsigned long timeout)
 {
-	if (!s->armed || s->word != word || s->seq != seq) {
+	if (!s->armed || s->count != count || s->seq != seq) {
 		s->armed = true;
-		s->word = word;
+		s->count = count;
 		s->seq = seq;
 		s->since = now;
 		return false;
@@ -225,8 +211,8 @@ static inline void k2_stall_disarm(struct k2_stall *s)
 }
 
 /*
- * Per-request state, kept in rq->elv.priv[0] (the epoch of a counted
- * request in rq->elv.priv[1]): the staging queue index and three flags.
+ * Per-request state, kept in rq->elv.priv[0]: the staging queue index and
+ * three flags.
  */
 #define K2_RQ_QUEUE_MASK	0x0fUL
 #define K2_RQ_QUEUED		0x10UL	/* on a staging queue */

@@ -137,20 +137,20 @@ TEST(bound_blocks_at_bound_and_allows_below)
 TEST(lowering_the_bound_below_inflight)
 {
 	u32 bound = 4, inflight = 10;
-	u64 word = k2_inflight_word(0, inflight), next;
+	u32 count = inflight, next;
 
 	for (; inflight >= bound; inflight--) {
 		CHECK_EQ(pick(RT_BIT(2), inflight, bound), K2_PICK_THROTTLED);
-		CHECK(!k2_inflight_inc(word, bound, &next));
-		CHECK_EQ(k2_inflight_dec(word, 0, &next), K2_DEC_OK);
-		CHECK_EQ(k2_inflight_count(next), inflight - 1);
-		word = next;
+		CHECK(!k2_inflight_inc(count, bound, &next));
+		CHECK(k2_inflight_dec(count, &next));
+		CHECK_EQ(next, inflight - 1);
+		count = next;
 	}
-	CHECK_EQ(k2_inflight_count(word), 3);
-	CHECK_EQ(pick(RT_BIT(2), k2_inflight_count(word), bound), 2);
-	CHECK(k2_inflight_inc(word, bound, &next));
-	CHECK_EQ(k2_inflight_count(next), 4);
-	CHECK(!k2_inflight_inc(next, bound, &word));
+	CHECK_EQ(count, 3);
+	CHECK_EQ(pick(RT_BIT(2), count, bound), 2);
+	CHECK(k2_inflight_inc(count, bound, &next));
+	CHECK_EQ(next, 4);
+	CHECK(!k2_inflight_inc(next, bound, &count));
 }
 
 TEST(bound_is_clamped_to_the_queue_depth)
@@ -253,63 +253,66 @@ TEST(starvation_does_not_override_the_bound)
 
 TEST(counter_never_underflows)
 {
-	u64 word = k2_inflight_word(3, 0), next = 12345;
+	u32 count = 0, next = 12345;
 
-	CHECK_EQ(k2_inflight_dec(word, 3, &next), K2_DEC_UNDERFLOW);
+	CHECK(!k2_inflight_dec(count, &next));
 	CHECK_EQ(next, 12345);
-	CHECK(k2_inflight_inc(word, 32, &next));
-	CHECK_EQ(k2_inflight_count(next), 1);
-	CHECK_EQ(k2_inflight_epoch(next), 3);
-	word = next;
-	CHECK_EQ(k2_inflight_dec(word, 3, &next), K2_DEC_OK);
-	CHECK_EQ(k2_inflight_count(next), 0);
-	word = next;
-	CHECK_EQ(k2_inflight_dec(word, 3, &next), K2_DEC_UNDERFLOW);
-	CHECK_EQ(k2_inflight_count(word), 0);
+	CHECK(k2_inflight_inc(count, 32, &next));
+	CHECK_EQ(next, 1);
+	count = next;
+	CHECK(k2_inflight_dec(count, &next));
+	CHECK_EQ(next, 0);
+	count = next;
+	CHECK(!k2_inflight_dec(count, &next));
+	CHECK_EQ(count, 0);
 }
 
 TEST(counter_increment_stops_at_bound)
 {
-	u64 word = 0, next;
+	u32 count = 0, next;
 	u32 i;
 
 	for (i = 0; i < 32; i++) {
-		CHECK(k2_inflight_inc(word, 32, &next));
-		word = next;
+		CHECK(k2_inflight_inc(count, 32, &next));
+		count = next;
 	}
-	CHECK_EQ(k2_inflight_count(word), 32);
-	CHECK(!k2_inflight_inc(word, 32, &next));
-	/* The count never wraps into the epoch. */
-	word = k2_inflight_word(0, U32_MAX);
-	CHECK(!k2_inflight_inc(word, U32_MAX, &next));
-	CHECK_EQ(k2_inflight_epoch(word), 0);
+	CHECK_EQ(count, 32);
+	CHECK(!k2_inflight_inc(count, 32, &next));
+	/* The count never wraps. */
+	CHECK(!k2_inflight_inc(U32_MAX, U32_MAX, &next));
 }
 
-/* After a reset, requests counted before it give nothing back. */
-TEST(counter_reset_starts_a_new_epoch)
+/*
+ * A stall check gives back only the slots of requests that no longer
+ * exist, and only when no slot was given back while it looked.
+ */
+TEST(stall_recovers_only_lost_slots)
 {
-	u64 word = k2_inflight_word(7, 32), next = 0;
+	u32 next = 777;
 
-	word = k2_inflight_reset(word);
-	CHECK_EQ(k2_inflight_count(word), 0);
-	CHECK_EQ(k2_inflight_epoch(word), 8);
-	CHECK_EQ(k2_inflight_dec(word, 7, &next), K2_DEC_STALE);
-	CHECK(k2_inflight_inc(word, 32, &next));
-	word = next;
-	CHECK_EQ(k2_inflight_dec(word, 7, &next), K2_DEC_STALE);
-	CHECK_EQ(k2_inflight_dec(word, 8, &next), K2_DEC_OK);
-	CHECK_EQ(k2_inflight_count(next), 0);
-	/* The epoch wraps without touching the count. */
-	word = k2_inflight_reset(k2_inflight_word(U32_MAX, 5));
-	CHECK_EQ(k2_inflight_epoch(word), 0);
-	CHECK_EQ(k2_inflight_count(word), 0);
+	/* every slot held by a request that exists: a slow device */
+	CHECK(!k2_inflight_recover(4, 4, 4, &next));
+	CHECK_EQ(next, 777);
+	/* a request that gave its slot back late is found as well */
+	CHECK(!k2_inflight_recover(4, 4, 5, &next));
+	/* two slots lost */
+	CHECK(k2_inflight_recover(4, 4, 2, &next));
+	CHECK_EQ(next, 2);
+	/* all lost */
+	CHECK(k2_inflight_recover(4, 4, 0, &next));
+	CHECK_EQ(next, 0);
+	/* a completion during the walk: not stalled, nothing given back */
+	next = 777;
+	CHECK(!k2_inflight_recover(4, 3, 0, &next));
+	CHECK_EQ(next, 777);
+	CHECK(!k2_inflight_recover(0, 0, 0, &next));
 }
 
 TEST(stall_detected_only_without_progress)
 {
 	struct k2_stall s = { 0 };
 	unsigned long t = 1000, timeout = 50;
-	u64 word = k2_inflight_word(0, 32);
+	u32 word = 32;
 
 	k2_stall_disarm(&s);
 	CHECK(!k2_stall_check(&s, word, 5, t, timeout));
@@ -352,17 +355,18 @@ TEST(request_state_queue_index)
 
 /*
  * A model of the accounting in k2-iosched.c: requests are dispatched while
- * k2_pick_queue() allows, each counted one carries K2_RQ_COUNTED and its
- * epoch, and completion, requeue, re-insertion and stall resets happen in
- * random order.  The count must always equal the number of requests
- * counted in the current epoch and never underflow.
+ * k2_pick_queue() allows, each counted one carries K2_RQ_COUNTED, and
+ * completion, requeue (prepared by the driver, which keeps the slot, or
+ * not), loss (a request freed without finish_request, keeping a stale
+ * flag) and stall checks happen in random order.  The count must always
+ * be the requests that hold a slot plus the slots lost since the last
+ * check, never fall below the holders, and never underflow.
  */
 #define NREQ	96
 
 struct model_rq {
-	bool outstanding;
+	bool exists;		/* allocated, i.e. the stall check sees it */
 	unsigned long state;
-	u32 epoch;
 };
 
 static u64 rng_state = 0x9e3779b97f4a7c15ULL;
@@ -375,77 +379,102 @@ static u32 rng(void)
 	return (u32)(rng_state >> 11);
 }
 
-/* As k2_uncount(): returns the dec result, K2_DEC_OK if not counted. */
-static enum k2_dec_result model_uncount(u64 *word, struct model_rq *r)
+/* As k2_uncount(): false on an underflow, true otherwise. */
+static bool model_uncount(u32 *count, struct model_rq *r)
 {
-	enum k2_dec_result res;
-	u64 next;
+	u32 next;
 
 	if (!(r->state & K2_RQ_COUNTED))
-		return K2_DEC_OK;
+		return true;
 	r->state &= ~K2_RQ_COUNTED;
-	res = k2_inflight_dec(*word, r->epoch, &next);
-	if (res == K2_DEC_OK)
-		*word = next;
-	return res;
+	if (!k2_inflight_dec(*count, &next))
+		return false;
+	*count = next;
+	return true;
+}
+
+/* As k2_count_holders(). */
+static u32 model_holders(const struct model_rq *rqs)
+{
+	u32 found = 0;
+	int i;
+
+	for (i = 0; i < NREQ; i++)
+		if (rqs[i].exists && (rqs[i].state & K2_RQ_COUNTED))
+			found++;
+	return found;
 }
 
 TEST(accounting_model_stays_exact)
 {
 	struct model_rq rqs[NREQ] = { { 0 } };
-	u64 word = 0, next;
-	u32 bound = 32;
+	u32 count = 0, next, lost = 0, bound = 32, holders;
 	int step, i;
 
 	for (step = 0; step < 200000; step++) {
 		struct model_rq *r = &rqs[rng() % NREQ];
-		u32 truth = 0;
 
-		switch (rng() % 8) {
-		case 0: case 1: case 2:	/* dispatch */
-			if (r->outstanding)
+		switch (rng() % 9) {
+		case 0: case 1: case 2:	/* allocate and dispatch */
+			if (r->exists)
 				break;
-			if (k2_pick_queue(BE_BIT, k2_inflight_count(word),
-					  bound, 0, 0, &(bool){ 0 }) < 0)
+			if (k2_pick_queue(BE_BIT, count, bound, 0, 0,
+					  &(bool){ 0 }) < 0)
 				break;
-			CHECK(k2_inflight_inc(word, U32_MAX, &next));
-			word = next;
-			r->outstanding = true;
-			r->state |= K2_RQ_COUNTED;
-			r->epoch = k2_inflight_epoch(word);
+			CHECK(k2_inflight_inc(count, U32_MAX, &next));
+			count = next;
+			r->exists = true;
+			r->state = K2_RQ_COUNTED;	/* prepare_request zeroed it */
 			break;
-		case 3: case 4:		/* finish_request */
-			if (r->outstanding)
-				CHECK(model_uncount(&word, r) != K2_DEC_UNDERFLOW);
-			r->outstanding = false;
+		case 3: case 4:		/* finish_request, then freed */
+			if (!r->exists)
+				break;
+			CHECK(model_uncount(&count, r));
+			r->exists = false;
 			/* a second finish (double call) must be a no-op */
-			CHECK_EQ(model_uncount(&word, r), K2_DEC_OK);
+			CHECK(model_uncount(&count, r));
 			break;
-		case 5:			/* requeue, then inserted again */
-			if (r->outstanding)
-				CHECK(model_uncount(&word, r) != K2_DEC_UNDERFLOW);
-			r->outstanding = false;
+		case 5:			/* requeue */
+			if (!r->exists)
+				break;
+			if (rng() % 2)	/* not prepared: inserted again */
+				CHECK(model_uncount(&count, r));
+			/* else RQF_DONTPREP: keeps its slot, issued again */
 			break;
 		case 6:			/* bound changed */
 			bound = 1 + rng() % 64;
 			break;
-		case 7:			/* rare stall reset */
-			if (rng() % 64 == 0)
-				word = k2_inflight_reset(word);
+		case 7:			/* rare loss: freed, no finish */
+			if (r->exists && (r->state & K2_RQ_COUNTED) &&
+			    rng() % 16 == 0) {
+				r->exists = false;
+				lost++;
+			}
+			break;
+		case 8:			/* stall check */
+			if (k2_inflight_recover(count, count,
+						model_holders(rqs), &next)) {
+				CHECK_EQ(count - next, lost);
+				count = next;
+				lost = 0;
+			}
 			break;
 		}
-		for (i = 0; i < NREQ; i++)
-			if ((rqs[i].state & K2_RQ_COUNTED) &&
-			    rqs[i].epoch == k2_inflight_epoch(word))
-				truth++;
-		CHECK_EQ(k2_inflight_count(word), truth);
-		if (k2_inflight_count(word) != truth)
+		holders = model_holders(rqs);
+		CHECK_EQ(count, holders + lost);
+		if (count != holders + lost)
 			break;
 	}
-	/* Everything completes: back to zero. */
-	for (i = 0; i < NREQ; i++)
-		CHECK(model_uncount(&word, &rqs[i]) != K2_DEC_UNDERFLOW);
-	CHECK_EQ(k2_inflight_count(word), 0);
+	/* Everything completes and the last losses are recovered: zero. */
+	for (i = 0; i < NREQ; i++) {
+		if (rqs[i].exists)
+			CHECK(model_uncount(&count, &rqs[i]));
+		rqs[i].exists = false;
+	}
+	CHECK(k2_inflight_recover(count, count, 0, &next) == (lost > 0));
+	if (lost)
+		count = next;
+	CHECK_EQ(count, 0);
 }
 
 UNIT_MAIN(
@@ -465,7 +494,7 @@ UNIT_MAIN(
 	UNIT(starvation_does_not_override_the_bound),
 	UNIT(counter_never_underflows),
 	UNIT(counter_increment_stops_at_bound),
-	UNIT(counter_reset_starts_a_new_epoch),
+	UNIT(stall_recovers_only_lost_slots),
 	UNIT(stall_detected_only_without_progress),
 	UNIT(request_state_queue_index),
 	UNIT(accounting_model_stays_exact)

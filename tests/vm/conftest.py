@@ -179,8 +179,9 @@ NVMET_DELAY_MS = 1000
 @pytest.fixture
 def nvme_tcp(guest: Guest) -> Iterator[tuple[str, str]]:
     """A loopback NVMe/TCP controller in the guest: the kernel's target
-    (nvmet-tcp) exports a null_blk device that completes each request after
-    NVMET_DELAY_MS on 127.0.0.1, and the host driver (nvme-tcp)
+    (nvmet-tcp) exports a memory-backed null_blk device (so fio can verify
+    what it wrote) that completes each request after NVMET_DELAY_MS on
+    127.0.0.1, and the host driver (nvme-tcp)
     connects to it.  Yields (controller, disk), e.g. ("nvme2", "nvme2n1").
     Its reset path differs from nvme-pci's: the requests in flight are
     cancelled and requeued, and it has no shadow doorbells."""
@@ -193,7 +194,7 @@ modprobe nvme-tcp
 ip link set lo up
 grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config
 ! grep -q '^null_blk ' /proc/modules || rmmod null_blk
-modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec={NVMET_DELAY_MS * 1000000}
+modprobe null_blk nr_devices=1 gb=1 memory_backed=1 irqmode=2 completion_nsec={NVMET_DELAY_MS * 1000000}
 dev=/dev/nullb0
 s={NVMET}/subsystems/{NVMET_NQN}
 mkdir $s

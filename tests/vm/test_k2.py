@@ -69,6 +69,95 @@ wait $pid
     assert g.sh(f"cat /sys/block/{dev}/inflight").split() == ["0", "0"]
 
 
+# A device slower than K2's stall check (5 s): each request takes 6 s.
+SLOW_NS = 6_000_000_000
+
+
+def _sched_dbg(dev: str) -> str:
+    return f"/sys/kernel/debug/block/{dev}/sched"
+
+
+def _recovered_stalls(g: Guest, dev: str) -> int:
+    causes = dict(ln.split() for ln in g.sh(f"cat {_sched_dbg(dev)}/recovery_causes").splitlines())
+    return int(causes["stall"])
+
+
+def test_slow_device_keeps_the_bound(k2: Guest) -> None:
+    """A healthy device slower than K2's stall check: null_blk in timer
+    mode completes each request after 6 s, K2's bound is 1 and fio keeps 2
+    reads queued.  When nothing has completed for 5 s, K2 looks for the
+    requests that hold its slots, finds the one in the device, and gives
+    nothing back: the driver never holds more than 1, and no recovery is
+    counted.  (Before, each such check reset the count and let another
+    request out.)"""
+    g = k2
+    dev = "nullb0"
+    g.sh(f"""
+! grep -q '^null_blk ' /proc/modules || rmmod null_blk
+modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec={SLOW_NS}
+echo 60000 > /sys/block/{dev}/queue/io_timeout  # null_blk's own: 5 s
+""")
+    try:
+        g.select(dev, "k2")
+        g.set_attr(dev, "max_inflight", 1)
+        r = g.run(f"""
+fio --output-format=json --output=/tmp/fio.json --name=slow --filename=/dev/{dev} \
+    --direct=1 --ioengine=libaio --rw=randread --bs=4k --iodepth=2 \
+    --time_based --runtime=12 &
+pid=$!
+while kill -0 $pid 2>/dev/null; do
+    echo "$(cat /sys/block/{dev}/queue/iosched/inflight) $(cat /sys/block/{dev}/inflight)"
+    sleep 0.2
+done > /tmp/samples
+wait $pid
+""", timeout=120)
+        assert r.rc == 0, r.out
+        st = fio.job_stats(fio.parse(g.vm.read_file("/tmp/fio.json").decode()), "slow")
+        rows = [[int(x) for x in ln.split()] for ln in g.sh("cat /tmp/samples").splitlines()
+                if len(ln.split()) == 3]
+        k2_max = max(row[0] for row in rows)
+        dev_max = max(row[1] + row[2] for row in rows)
+        print(f"{len(rows)} samples: k2 inflight max {k2_max}, device inflight max "
+              f"{dev_max}; {st.ios} reads; {_recovered_stalls(g, dev)} recovered")
+        assert st.error == 0 and st.ios >= 2
+        assert dev_max == 1 and k2_max == 1
+        assert _recovered_stalls(g, dev) == 0
+        checks = int(g.sh(f"cat {_sched_dbg(dev)}/stall_checks"))
+        print(f"{checks} stall checks")
+        assert checks >= 1, "K2 never waited 5 s at the bound: the case was not exercised"
+        assert g.attr(dev, "inflight") == "0"
+    finally:
+        if not g.dead:
+            g.sh(f"echo none > /sys/block/{dev}/queue/scheduler; rmmod null_blk")
+
+
+def test_lost_slots_are_given_back(k2: Guest) -> None:
+    """Slots that no request holds (debugfs lose_slots counts 2 of them, as
+    an accounting bug would leave them) at max_inflight=2 stop dispatch;
+    once nothing has happened for 5 s K2 finds no request holding them,
+    gives both back with a warning, and reads flow again.  Junk written to
+    lose_slots is refused and changes nothing."""
+    g = k2
+    dbg = _sched_dbg(FAST)
+    g.select(FAST, "k2")
+    g.set_attr(FAST, "max_inflight", 2)
+    for junk in ("0", "-1", "abc", "1001"):
+        assert g.run(f"echo {junk} > {dbg}/lose_slots").rc != 0, junk
+    assert g.attr(FAST, "inflight") == "0"
+    g.sh(f"echo 2 > {dbg}/lose_slots")
+    assert g.attr(FAST, "inflight") == "2"
+    assert g.sh(f"cat {dbg}/lose_slots").strip() == "2"
+    st = fio.job_stats(g.fio(f"--name=lost --filename=/dev/{FAST} --direct=1 "
+                             "--ioengine=libaio --rw=randread --bs=4k --iodepth=4 "
+                             "--time_based --runtime=10", timeout=120), "lost")
+    print(f"{st.ios} reads; recovered {_recovered_stalls(g, FAST)}")
+    assert st.error == 0 and st.ios > 100
+    assert _recovered_stalls(g, FAST) == 1
+    g.sh("sleep 0.3")
+    assert g.attr(FAST, "inflight") == "0"
+    assert "2 of 2 requests counted in flight no longer exist" in g.sh("dmesg")
+
+
 def test_lowering_bound_takes_effect(k2: Guest) -> None:
     """Lowering max_inflight from 32 to 2 during I/O: once the requests above
     the new bound complete, the count stays within 2."""
@@ -218,26 +307,40 @@ wait $pid
 def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         k2: Guest, nvme_tcp: tuple[str, str]) -> None:
     """A reset of a loopback NVMe/TCP controller while K2 holds requests at
-    the bound (both kernels; this transport has no shadow doorbells).  The
-    requests in flight are cancelled and come back through requeue_request
-    (k2_requeue fires), fio sees no error, and every slot is given back: the
-    reset changes the hardware queue maps, which re-initialises the elevator,
-    and K2's exit warns (failing this test) if its count is not 0 then.  The
-    new instance's count is 0 when idle as well."""
+    the bound (both kernels; this transport has no shadow doorbells), under
+    verified writes.  The requests in flight are cancelled and come back
+    through requeue_request (k2_requeue fires).  NVMe prepared them
+    (RQF_DONTPREP), so they are issued again from hctx->dispatch, not
+    through K2, and keep their slots: from the reset on the driver never
+    holds more than the bound (before, K2 filled the slots they gave back
+    and up to twice the bound was outstanding).  fio verifies every block
+    it wrote and sees no error.  Every slot is given back: the reset changes
+    the hardware queue maps, which re-initialises the elevator, and K2's
+    exit warns (failing this test) if its count is not 0 then.  The new
+    instance's count is 0 when idle as well."""
     g = k2
     ctrl, dev = nvme_tcp
     devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
+    bound = 4
     g.select(dev, "k2")
     try:
-        g.set_attr(dev, "max_inflight", 4)
-        requeues, _ = reset_when_held(g, "k2", ctrl, dev,
-                                      f"/sys/block/{dev}/queue/iosched/inflight", 4)
+        g.set_attr(dev, "max_inflight", bound)
+        # 2 x 16 verified 4 KiB writes: at 1 s a request, 8 s, then the reads
+        requeues, _, dev_inflight = reset_when_held(
+            g, "k2", ctrl, dev, f"/sys/block/{dev}/queue/iosched/inflight", bound,
+            load=("--rw=randwrite --bs=4k --iodepth=8 --numjobs=2 --size=64k "
+                  "--offset_increment=64k --verify=crc32c --verify_fatal=1 "
+                  "--group_reporting"),
+            limit=f"/sys/block/{dev}/queue/iosched/max_inflight")
         for e in requeues:
             assert e.fields["dev"] == devno and e.fields["queue"] == 8
-            assert 0 <= int(e.fields["inflight"]) < 4
+            assert 0 <= int(e.fields["inflight"]) <= bound
+        assert dev_inflight, "no sample of the driver's in-flight count before re-init"
+        assert max(dev_inflight) <= bound, (
+            f"{max(dev_inflight)} requests in the driver after the reset, bound {bound}")
         # the elevator K2 re-initialised with still works, and is idle at 0
         assert g.scheduler(dev) == "k2"
-        g.set_attr(dev, "max_inflight", 4)
+        g.set_attr(dev, "max_inflight", bound)
         after = g.fio(f"--name=after --filename=/dev/{dev} --direct=1 --ioengine=libaio "
                       "--rw=randread --bs=4k --iodepth=16 --time_based --runtime=3", timeout=60)
         assert fio.job_stats(after, "after").ios > 0

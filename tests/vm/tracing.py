@@ -72,17 +72,28 @@ cd /tmp && tar -cf /tmp/lttng-trace.tar lttng-trace
     return out / "lttng-trace"
 
 
+# reset_when_held()'s default load: random reads and writes, 2 jobs at
+# iodepth 8, for 4 s.
+RESET_LOAD = ("--rw=randrw --bs=4k --iodepth=8 --numjobs=2 --group_reporting "
+              "--time_based --runtime=4")
+
+
 def reset_when_held(g: Guest, system: str, ctrl: str, dev: str, inflight: str,
-                    held: int) -> tuple[list[Event], dict[str, Any]]:
-    """Random reads and writes (2 jobs at iodepth 8, 4 s) on @dev with the
+                    held: int, load: str = RESET_LOAD, limit: str = "",
+                    ) -> tuple[list[Event], dict[str, Any], list[int]]:
+    """fio job "r" with @load (fio arguments) on @dev with the
     events of @system recorded; once the file @inflight (the scheduler's own
     in-flight count) reaches @held, reset controller @ctrl.  The
-    {system}_requeue events (none lost) and fio's result, checked error-free.
-    The reset lasts until every request fio has out completes (the queue is
-    frozen to remap it), one NVMET_DELAY_MS for each @held of them: the
-    shallow depth keeps that short."""
-    args = (f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=randrw "
-            "--bs=4k --iodepth=8 --numjobs=2 --group_reporting --time_based --runtime=4")
+    {system}_requeue events (none lost), fio's result, checked error-free,
+    and the requests in the driver (/sys/block/@dev/inflight, reads plus
+    writes) sampled every 20 ms from the reset until fio ends; with @limit
+    (a file) only the samples taken while it read as it did before the
+    reset (the reset re-initialises the elevator, with default tunables,
+    once the queue has drained).  The reset
+    lasts until every request fio has out completes (the queue is frozen to
+    remap it), one NVMET_DELAY_MS for each @held of them: the shallow depth
+    keeps that short."""
+    args = f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio {load}"
     text = ftrace_record(g, system, f"""
 fio --output-format=json --output=/tmp/fio.json {args} &
 pid=$!
@@ -94,18 +105,32 @@ until [ "$(cat {inflight})" -ge {held} ]; do
 done
 sleep 0.2
 held=$(cat {inflight}); t0=$(cut -d' ' -f1 /proc/uptime)
+limit=$(cat {limit or "/dev/null"})
+while kill -0 $pid 2>/dev/null; do
+    a=$(cat {limit or "/dev/null"} 2>/dev/null); n=$(cat /sys/block/{dev}/inflight 2>/dev/null)
+    b=$(cat {limit or "/dev/null"} 2>/dev/null)
+    [ "$a" = "$limit" ] && [ "$b" = "$limit" ] && [ -n "$n" ] && echo $n
+    sleep 0.02
+done > /tmp/dev_inflight &
 echo 1 > /sys/class/nvme/{ctrl}/reset_controller || exit 3
 awk -v n="$held" -v t0="$t0" '{{printf "%d requests in flight just before the reset, which took %d ms\\n", n, ($1 - t0) * 1000}}' \
     /proc/uptime > /tmp/reset.txt
 wait $pid
+st=$?
+wait  # the sampler
+[ $st -eq 0 ]
 """, timeout=180)
     res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    dev_inflight = [sum(int(f) for f in ln.split())
+                    for ln in g.sh("cat /tmp/dev_inflight").splitlines() if ln.strip()]
     assert fio.job_stats(res, "r").error == 0
     trace = report.read_ftrace(text, system)
     assert trace.lost == 0
     requeues = [e for e in trace.events if e.name == f"{system}_requeue"]
     info = g.sh("cat /tmp/reset.txt").strip()
     print(f"{ctrl} reset: {len(requeues)} requests requeued, "
-          f"{fio.job_stats(res, 'r').ios} I/Os by fio; {info}")
+          f"{fio.job_stats(res, 'r').ios} I/Os by fio; {info}; at most "
+          f"{max(dev_inflight, default=0)} in the driver over {len(dev_inflight)} "
+          "samples from the reset on")
     assert requeues, f"the reset requeued nothing: the path was not exercised ({info})"
-    return requeues, res
+    return requeues, res, dev_inflight
