@@ -9,8 +9,7 @@
  * compile time until they are built and tested: the block layer's private
  * API changes without notice.  Of the elevator API changes up to 7.3, the
  * ones the project's modules meet are below; the others do not touch
- * them: depth_updated(struct request_queue *) (6.17.3/6.18; no project
- * scheduler implements it yet), the optional alloc_sched_data() and
+ * them: the optional alloc_sched_data() and
  * free_sched_data() (6.18.3/6.19; init_sched() still may allocate, the
  * queue frozen with I/O-free allocation, as mq-deadline does), and a
  * const elevator_attrs (a plain array still converts).
@@ -108,6 +107,33 @@ static inline unsigned int compat_shallow_depth(struct blk_mq_hw_ctx *hctx,
 						unsigned int depth)
 {
 	return max(1U, depth);
+}
+#endif
+
+/*
+ * depth_updated(), called when nr_requests changes (the scheduler tags are
+ * then reallocated): for each hardware queue until 6.17.3/6.18, for the
+ * request queue since.  An elevator writes it once against
+ * compat_depth_arg and calls compat_depth_hctxs(arg, fn), which calls @fn
+ * for each hardware queue @arg stands for.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 3)
+#define compat_depth_arg	struct request_queue *
+static inline void compat_depth_hctxs(struct request_queue *q,
+				      void (*fn)(struct blk_mq_hw_ctx *))
+{
+	struct blk_mq_hw_ctx *hctx;
+	unsigned long i;
+
+	queue_for_each_hw_ctx(q, hctx, i)
+		fn(hctx);
+}
+#else
+#define compat_depth_arg	struct blk_mq_hw_ctx *
+static inline void compat_depth_hctxs(struct blk_mq_hw_ctx *hctx,
+				      void (*fn)(struct blk_mq_hw_ctx *))
+{
+	fn(hctx);
 }
 #endif
 

@@ -66,6 +66,39 @@ static inline unsigned int k2_bound(unsigned int max_inflight,
 }
 
 /*
+ * k2_default_rt_tags() - the tags kept for real-time submitters when the
+ * elevator starts on a queue with @depth tags per hardware queue: a
+ * quarter (64 of the usual 256), the share 6.1's mq-deadline keeps back
+ * from asynchronous requests (async_depth).  Stored as a count, so it stays when
+ * nr_requests changes (k2_rt_tags() then clamps it).
+ */
+static inline unsigned int k2_default_rt_tags(unsigned long depth)
+{
+	return depth / 4;
+}
+
+/*
+ * k2_rt_tags() - how many of a hardware queue's @depth scheduler tags
+ * (q->nr_requests) are kept for real-time submitters: the @setting, but
+ * never more than half, so that best effort keeps at least half of them
+ * whatever nr_requests later becomes.  k2_be_depth() - how many a
+ * submitter that is not real-time may hold: the rest, at least one.
+ */
+static inline unsigned int k2_rt_tags(unsigned int setting,
+				      unsigned long depth)
+{
+	return setting < depth / 2 ? setting : depth / 2;
+}
+
+static inline unsigned int k2_be_depth(unsigned int setting,
+				       unsigned long depth)
+{
+	unsigned long be = depth - k2_rt_tags(setting, depth);
+
+	return be ? be : 1;
+}
+
+/*
  * k2_be_wait() - how long the non-RT queue has been starved: the lesser of
  * the age of its oldest request and the time since it was last served.
  * Measured this way, a promotion (k2_pick_queue()) restarts the clock, so

@@ -28,6 +28,12 @@
  *			been served for starvation_ms: while backlogged it
  *			gets at least, and under RT load about, one request
  *			per starvation_ms.
+ *   rt_tags		0..nr_requests / 2, default a quarter of nr_requests
+ *			when K2 starts (64 of 256): scheduler tags of each
+ *			hardware queue that only real-time submitters may
+ *			take (k2_limit_depth()); 0 keeps none back.  Reads
+ *			show the reserve in force, the setting clamped to
+ *			half the current nr_requests.
  *   inflight		read-only: requests counted in flight now.
  * debugfs, /sys/kernel/debug/block/<dev>/sched/: queued, dispatched,
  * completed, requeued, merged ("<queue> <n>" per line, queues rt0..rt7
@@ -216,6 +222,7 @@ struct k2_data {
 	 */
 	unsigned int max_inflight ____cacheline_aligned_in_smp;
 	unsigned int starvation_ms;
+	unsigned int rt_tags;
 	unsigned long starvation_jiffies;	/* 0: no promotion */
 };
 
@@ -673,6 +680,55 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 }
 
 /*
+ * Tags for real-time submitters.  A request needs a scheduler tag before
+ * K2 sees it, and the tags (nr_requests per hardware queue) are shared: a
+ * best-effort flood would take them all and leave a real-time submitter
+ * asleep in tag allocation, behind best-effort requests completing one at
+ * a time through the bound.  So a submitter that is not real-time may hold
+ * only k2_be_depth() of them.  The class is the submitting task's
+ * (get_current_ioprio(), as the core gives a bio without a priority of its
+ * own): limit_depth sees the operation, not the bio, so an I/O that
+ * carries its own priority (io_uring's sqe->ioprio, aio's IOCB_FLAG_IOPRIO,
+ * the blk-ioprio cgroup policy) is limited by its task's class, though
+ * K2 queues it by its own.  Flush and passthrough requests are never
+ * limited (the core does not ask).
+ */
+static void k2_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
+{
+	struct k2_data *kd = data->q->elevator->elevator_data;
+	unsigned int rt_tags = READ_ONCE(kd->rt_tags);
+	unsigned long depth = READ_ONCE(data->q->nr_requests);
+
+	if (!rt_tags ||
+	    IOPRIO_PRIO_CLASS(get_current_ioprio()) == IOPRIO_CLASS_RT)
+		return;
+	data->shallow_depth = compat_shallow_depth(data->hctx,
+						   k2_be_depth(rt_tags, depth));
+}
+
+/*
+ * A shallow depth below the tag bitmap's wake batch could leave its
+ * waiters asleep: with a minimum of 1, any depth k2_limit_depth() sets (or
+ * the tunable changes to) is woken correctly.  Called for each hardware
+ * queue at init and whenever nr_requests reallocates the tags.
+ */
+static void k2_min_shallow_depth(struct blk_mq_hw_ctx *hctx)
+{
+	sbitmap_queue_min_shallow_depth(&hctx->sched_tags->bitmap_tags, 1);
+}
+
+static void k2_depth_updated(compat_depth_arg arg)
+{
+	compat_depth_hctxs(arg, k2_min_shallow_depth);
+}
+
+static int k2_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
+{
+	k2_min_shallow_depth(hctx);
+	return 0;
+}
+
+/*
  * True while requests are queued, also when the bound holds them back:
  * blk-mq then keeps re-running the queue, which drives k2_check_stall().
  */
@@ -873,6 +929,7 @@ static int k2_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	}
 	atomic_set(&kd->inflight, 0);
 	kd->max_inflight = K2_DEFAULT_MAX_INFLIGHT;
+	kd->rt_tags = k2_default_rt_tags(q->nr_requests);
 	kd->be_served = jiffies;
 
 	eq->elevator_data = kd;
@@ -926,6 +983,8 @@ static ssize_t k2_##name##_show(struct elevator_queue *e, char *page)	\
 
 K2_SHOW_UINT(max_inflight, k2_cur_bound(kd));
 K2_SHOW_UINT(starvation_ms, READ_ONCE(kd->starvation_ms));
+K2_SHOW_UINT(rt_tags,
+	     k2_rt_tags(READ_ONCE(kd->rt_tags), READ_ONCE(kd->q->nr_requests)));
 K2_SHOW_UINT(inflight, atomic_read(&kd->inflight));
 #undef K2_SHOW_UINT
 
@@ -964,12 +1023,28 @@ static ssize_t k2_starvation_ms_store(struct elevator_queue *e,
 	return count;
 }
 
+/* rt_tags: 0..nr_requests / 2. */
+static ssize_t k2_rt_tags_store(struct elevator_queue *e, const char *page,
+				size_t count)
+{
+	struct k2_data *kd = e->elevator_data;
+	unsigned long depth = READ_ONCE(kd->q->nr_requests);
+	unsigned int val;
+
+	if (iosched_parse_uint(page, count, 0,
+			       min_t(unsigned long, depth / 2, UINT_MAX), &val))
+		return -EINVAL;
+	WRITE_ONCE(kd->rt_tags, val);
+	return count;
+}
+
 #define K2_ATTR(name)	__ATTR(name, 0644, k2_##name##_show, k2_##name##_store)
 #define K2_ATTR_RO(name) __ATTR(name, 0444, k2_##name##_show, NULL)
 
 static struct elv_fs_entry k2_attrs[] = {
 	K2_ATTR(max_inflight),
 	K2_ATTR(starvation_ms),
+	K2_ATTR(rt_tags),
 	K2_ATTR_RO(inflight),
 	__ATTR_NULL
 };
@@ -1271,6 +1346,9 @@ static struct elevator_type k2_sched = {
 		.insert_requests	= k2_insert_requests,
 		.dispatch_request	= k2_dispatch_request,
 		.has_work		= k2_has_work,
+		.limit_depth		= k2_limit_depth,
+		.depth_updated		= k2_depth_updated,
+		.init_hctx		= k2_init_hctx,
 		.prepare_request	= k2_prepare_request,
 		.finish_request		= k2_finish_request,
 		.requeue_request	= k2_requeue_request,

@@ -251,6 +251,26 @@ TEST(starvation_does_not_override_the_bound)
 	CHECK(!promoted);
 }
 
+/* RT keeps what is set, up to half; best effort the rest, at least one. */
+TEST(best_effort_depth_leaves_rt_tags)
+{
+	CHECK_EQ(k2_be_depth(64, 256), 192);
+	CHECK_EQ(k2_be_depth(0, 256), 256);
+	CHECK_EQ(k2_rt_tags(128, 256), 128);
+	CHECK_EQ(k2_be_depth(128, 256), 128);
+	/* more than half is clamped, also after nr_requests shrinks */
+	CHECK_EQ(k2_rt_tags(200, 256), 128);
+	CHECK_EQ(k2_be_depth(200, 256), 128);
+	CHECK_EQ(k2_rt_tags(64, 32), 16);
+	CHECK_EQ(k2_be_depth(64, 32), 16);
+	CHECK_EQ(k2_be_depth(64, 1), 1);
+	CHECK_EQ(k2_be_depth(5, 0), 1);
+	/* the default keeps three quarters for best effort */
+	CHECK_EQ(k2_default_rt_tags(256), 64);
+	CHECK_EQ(k2_be_depth(k2_default_rt_tags(64), 64), 48);
+	CHECK_EQ(k2_be_depth(k2_default_rt_tags(2), 2), 2);
+}
+
 TEST(counter_never_underflows)
 {
 	u32 count = 0, next = 12345;
@@ -492,6 +512,7 @@ UNIT_MAIN(
 	UNIT(starvation_wait_is_the_lesser_of_age_and_time_since_served),
 	UNIT(starvation_promotes_once_per_period),
 	UNIT(starvation_does_not_override_the_bound),
+	UNIT(best_effort_depth_leaves_rt_tags),
 	UNIT(counter_never_underflows),
 	UNIT(counter_increment_stops_at_bound),
 	UNIT(stall_recovers_only_lost_slots),
