@@ -105,21 +105,23 @@ def accel() -> str:
 
 def tcg_threads(kernel: str) -> str:
     """QEMU's TCG threading for a guest running @kernel (a release):
-    'multi' (a host thread per vCPU) or 'single' (the vCPUs take turns in
-    one thread); VM_TCG_THREAD=multi|single overrides.  Under multi-threaded
-    TCG a 7.3 guest now and then executes the INT3 of a static-key patch
-    after the patching CPU has removed it and synced every CPU ("Oops: int3"
-    at the patched site: sched_clock_cpu+0x9 while booting in 1 of 19 boots
-    here; one CI run lost a test to it while trace events were being
-    enabled); 6.1 and 6.12 never did.  With one thread no vCPU runs while
-    another patches code, so kernels from 7 on get 'single': the whole 7.3
-    VM suite passed that way, timing tests included, in 10.2 min against
-    9.5-9.8 multi-threaded."""
+    'single' (the vCPUs take turns in one host thread) or 'multi' (a host
+    thread per vCPU); VM_TCG_THREAD=multi|single overrides.  Under
+    multi-threaded TCG a guest now and then executes the INT3 of a kernel
+    text patch (a static key) after the patching CPU has put the new
+    instruction back and synced every CPU: 7.3 died of "Oops: int3" in
+    about 1 boot in 20 here, and once in a CI test; a 6.1 guest in CI
+    spun at asm_exc_int3 on a jmp of __schedule being patched while a test
+    enabled trace events, until RCU stalled and the VM stopped answering.
+    With one thread no vCPU runs while another patches code: the whole
+    7.3 VM suite, timing tests included, took 10.2 min that way against
+    9.5-9.8 multi-threaded.  The debug kernel (-ssd-debug) stays
+    multi-threaded: under KASAN and lockdep its guest is CPU-bound, and its
+    tier already takes half an hour with both host cores."""
     env = os.environ.get("VM_TCG_THREAD")
     if env in ("single", "multi"):
         return env
-    major = kernel.split(".", 1)[0]
-    return "single" if major.isdigit() and int(major) >= 7 else "multi"
+    return "multi" if kernel.endswith("-ssd-debug") else "single"
 
 
 def _run_bytes(cmd: list[str], **kw: object) -> bytes:
