@@ -10,6 +10,12 @@ occupied one with a longer run; and the paper's objective selection:
 
   O1  the largest bound whose RT p99.9 is at most alpha% of none's
   O2  the smallest bound that keeps at least beta% of none's bandwidth
+
+And a tag-pressure workload (K2's rt_tags): best-effort jobs that queue more
+requests than there are scheduler tags (4 at iodepth nr_requests), so that
+without a reserve the real-time job sleeps in tag allocation behind them;
+the RT p99.9 under none, k2 with rt_tags=0 and k2 with its default reserve,
+against k2 beside the light load above, at one bound (default 1).
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.report import figure, save, table
+from bench.report import figure, grouped_bars, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import Sched, Suite, SuiteReport
@@ -191,6 +197,8 @@ def collect(res: Results) -> dict[str, dict[str, dict[int, list[dict[str, float]
     out: dict[str, dict[str, dict[int, list[dict[str, float]]]]] = {}
     for r in res.runs:
         lb = r.labels
+        if "pressure" in lb:
+            continue
         out.setdefault(lb["occupancy"], {}).setdefault(lb["op"], {}).setdefault(
             bound_label(lb["bound"]), []).append(run_metrics(r))
     return out
@@ -228,6 +236,31 @@ def selection_rows(data: dict[str, dict[str, dict[int, list[dict[str, float]]]]]
                          f"{none.bw_kib / 1024:.1f} MiB/s", o1, o2,
                          ", ".join(map(str, s.both)) or "–"])
     return rows
+
+
+#: the tag-pressure cases in report order: (label "pressure", scheduler, rt_tags)
+PRESSURE_CASES = (("light", "k2", "default"), ("flood", "none", "–"),
+                  ("flood", "k2", "0"), ("flood", "k2", "default"))
+
+
+def collect_pressure(res: Results) -> dict[str, dict[tuple[str, str, str], list[dict[str, float]]]]:
+    """op -> (case, scheduler, rt_tags) -> per-run metrics of the tag-pressure
+    workload."""
+    out: dict[str, dict[tuple[str, str, str], list[dict[str, float]]]] = {}
+    for r in res.runs:
+        lb = r.labels
+        if "pressure" not in lb:
+            continue
+        sched = "none" if lb["bound"] == "none" else "k2"
+        out.setdefault(lb["op"], {}).setdefault(
+            (lb["pressure"], sched, str(lb["rt_tags"])), []).append(run_metrics(r))
+    return out
+
+
+def pressure_case_name(case: tuple[str, str, str], bound: Any, be: str) -> str:
+    load, sched, rt_tags = case
+    who = "none" if sched == "none" else f"k2 {bound}, rt_tags {rt_tags}"
+    return f"{load} ({be}): {who}"
 
 
 SELECT_HEADERS = ["occupancy", "operation", "none: RT p99.9", "none: bandwidth",
@@ -269,6 +302,17 @@ class K2Suite(Suite):
         p.add_argument("--be-jobs", type=int, default=3, help="best-effort jobs (default 3)")
         p.add_argument("--be-iodepth", type=int, default=32,
                        help="best-effort queue depth (default 32)")
+        p.add_argument("--tag-pressure", type=csv(str, [*OPS, "off"]), default=["randread"],
+                       help="operation types of the tag-pressure workload, or off "
+                            "(default: randread)")
+        p.add_argument("--pressure-be-jobs", type=int, default=4,
+                       help="tag pressure: best-effort jobs (default 4)")
+        p.add_argument("--pressure-iodepth", type=int, default=0,
+                       help="tag pressure: best-effort queue depth (default 0: the queue's "
+                            "nr_requests under k2, so that together they want 4 times the "
+                            "scheduler tags of a hardware queue)")
+        p.add_argument("--pressure-bound", type=int, default=1,
+                       help="tag pressure: k2 max_inflight (default 1)")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -303,12 +347,64 @@ class K2Suite(Suite):
                 phases.append(Phase(f"{occ}/{op}", blocks,
                                     None if occ == "asis" else occupier(full),
                                     f"{OCCUPANCIES[occ]}, {OPS[op]}", settle=prep.settle))
+        pressure = [op for op in a.tag_pressure if op != "off"]
+        if pressure:
+            phases += self._pressure_phases(ctx, pressure, a.occupancy[0], depth, notes)
         return Plan(phases, notes, {"ops": a.ops, "bounds": a.bounds,
                                     "occupancy": a.occupancy, "full_ops": a.full_ops,
                                     "full_bounds": a.full_bounds,
                                     "full_runtime_factor": a.full_runtime_factor,
                                     "thinktime_us": a.thinktime_us, "be_jobs": a.be_jobs,
-                                    "be_iodepth": a.be_iodepth, "queue_depth": depth})
+                                    "be_iodepth": a.be_iodepth, "queue_depth": depth,
+                                    "tag_pressure": pressure,
+                                    "pressure_be_jobs": a.pressure_be_jobs,
+                                    "pressure_iodepth": a.pressure_iodepth or depth,
+                                    "pressure_bound": a.pressure_bound})
+
+    def _pressure_phases(self, ctx: RunContext, ops: list[str], occ: str, depth: int,
+                         notes: list[str]) -> list[Phase]:
+        """The tag-pressure workload: per operation type, the light load at the
+        pressure bound (the reference), then the flood under none, k2 without
+        a reserve (rt_tags=0) and k2 with its default reserve.  Scheduler tags
+        belong to a hardware queue, so when jobs are pinned every job runs on
+        CPU 0: they compete for the same queue's tags on any machine."""
+        a = ctx.args
+        runtime, ramp = ctx.params["runtime"], ctx.params["ramp"]
+        [bound], bnotes = clamp_bounds([a.pressure_bound], depth, ctx.dev)
+        notes += [n for n in bnotes if n not in notes]
+        iodepth = a.pressure_iodepth or depth
+        if a.pressure_be_jobs < 1 or iodepth < 1:
+            raise ValueError("--pressure-be-jobs and --pressure-iodepth must be at least 1")
+        cpus = None if a.no_pin else 1
+        if cpus:
+            notes.append("tag pressure: every job pinned to CPU 0 (one hardware queue's tags)")
+        phases = []
+        for op in ops:
+            blocks = []
+            for case, sched, be_jobs, be_depth, tun in (
+                    ("light", "k2", a.be_jobs, a.be_iodepth, ()),
+                    ("flood", "none", a.pressure_be_jobs, iodepth, None),
+                    ("flood", "k2", a.pressure_be_jobs, iodepth, (("rt_tags", 0),)),
+                    ("flood", "k2", a.pressure_be_jobs, iodepth, ())):
+                rt_tags = ("–" if tun is None else "0" if tun else "default")
+                what = ("none" if sched == "none" else
+                        f"k2 max_inflight={bound} rt_tags={rt_tags}")
+                text = jobfile(ctx.device.path, ctx.device.size_bytes, op, runtime, ramp,
+                               a.ioengine, a.thinktime_us, be_jobs, be_depth, cpus,
+                               comment=f"k2 suite, tag pressure: {OPS[op]}, {case} "
+                                       f"({be_jobs} x iodepth {be_depth}), {what}")
+                name = "none" if sched == "none" else f"k2-{bound}-rt_tags-{rt_tags}"
+                blocks.append([Config(
+                    f"pressure/{op}/{case}/{name}", sched, text, runtime + ramp,
+                    tunables=() if sched == "none" else (("max_inflight", bound), *(tun or ())),
+                    labels=(("pressure", case), ("op", op), ("bound", bound if sched == "k2"
+                                                              else "none"),
+                            ("rt_tags", rt_tags), ("be", f"{be_jobs}x{be_depth}")))])
+            phases.append(Phase(f"pressure/{op}", blocks,
+                                None if occ == "asis" else occupier(occ == "full"),
+                                f"tag pressure, {OPS[op]}, {OCCUPANCIES[occ]}",
+                                settle=prep.settle))
+        return phases
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         rt = fio.job_stats(result, RT)
@@ -341,6 +437,13 @@ class K2Suite(Suite):
                 summary.setdefault(occ, {})[op] = summ
                 if finding:
                     findings.append(finding)
+        pressure = collect_pressure(res)
+        if pressure:
+            sec, summ, pfind, tabs = self._pressure_section(res, pressure, plots)
+            out.append(sec)
+            tables += tabs
+            summary["tag_pressure"] = summ
+            findings += pfind
         alpha, beta = 50.0, 80.0
         sel = ("\n## Objective selection (α = 50 %, β = 80 %)\n\n"
                "O1 is the largest bound whose RT p99.9 latency is at most α of none's; O2 "
@@ -405,6 +508,75 @@ class K2Suite(Suite):
         sec = (f"\n### {OPS.get(op, op).capitalize()} ({occ})\n\n" + tab
                + f"\n![{op} {occ}]({png})\n")
         return sec, summ, finding, tab
+
+    def _pressure_section(self, res: Results,
+                          data: dict[str, dict[tuple[str, str, str], list[dict[str, float]]]],
+                          plots: Path) -> tuple[str, dict[str, Any], list[str], list[str]]:
+        """The tag-pressure workload: RT p99.9 per case, against the light
+        load's; what the best-effort jobs got."""
+        params = res.manifest.get("params", {})
+        bound = params.get("pressure_bound", 1)
+        nr = params.get("queue_depth", "?")
+        default = res.manifest.get("schedulers", {}).get("k2", {}).get(
+            "defaults", {}).get("rt_tags", "a quarter of nr_requests")
+        light = f"{params.get('be_jobs', 3)}x{params.get('be_iodepth', 32)}"
+        flood = f"{params.get('pressure_be_jobs', 4)}x{params.get('pressure_iodepth', nr)}"
+        out = [f"\n## Tag pressure (rt_tags)\n\nThe RT job beside {flood} best-effort "
+               f"requests (jobs x iodepth), more than the {nr} scheduler tags of a "
+               f"hardware queue, against beside the light load ({light}); k2 at "
+               f"max_inflight {bound}, its reserve for real-time submitters at the "
+               f"default ({default} tags) and off (rt_tags=0, K2 before the reserve). "
+               "'vs light' is the ratio of mean RT p99.9 to k2's beside the light "
+               "load.\n"]
+        tables, findings = [], []
+        summary: dict[str, Any] = {}
+        for op in _order(data, OPS):
+            cases = data[op]
+            ref = cases.get(PRESSURE_CASES[0])
+            ref_p = summarize(m["p999_us"] for m in ref).mean if ref else float("nan")
+            rows, sums, names = [], [], []
+            for case in PRESSURE_CASES:
+                ms = cases.get(case)
+                if not ms:
+                    continue
+                sm = {k: summarize(m[k] for m in ms)
+                      for k in ("p999_us", "rt_mean_us", "rt_ios", "be_bw_kib")}
+                name = pressure_case_name(case, bound, light if case[0] == "light" else flood)
+                rows.append([name, sm["p999_us"].fmt(1e-3, 2),
+                             f"{sm['p999_us'].mean / ref_p:.2f}×" if ref else "–",
+                             sm["rt_mean_us"].fmt(1e-3, 2), f"{sm['rt_ios'].mean:.0f}",
+                             sm["be_bw_kib"].fmt(1 / 1024, 1), sm["p999_us"].n])
+                sums.append(summarize(m["p999_us"] / 1000 for m in ms))
+                names.append(name.replace(": ", "\n"))
+                summary.setdefault(op, {})["/".join(case)] = {
+                    k: {"mean": v.mean, "sd": v.sd, "min": v.lo, "max": v.hi, "n": v.n}
+                    for k, v in sm.items()}
+            with_r, without = cases.get(PRESSURE_CASES[3]), cases.get(PRESSURE_CASES[2])
+            if ref and with_r and without:
+                r_with = summarize(m["p999_us"] for m in with_r).mean / ref_p
+                r_without = summarize(m["p999_us"] for m in without).mean / ref_p
+                summary[op]["flood_over_light"] = {"rt_tags_default": r_with,
+                                                   "rt_tags_0": r_without}
+                findings.append(
+                    f"tag pressure, {OPS.get(op, op)}: RT p99.9 beside the flood over beside "
+                    f"the light load, k2 {bound}: **{r_with:.2f}×** with the default "
+                    f"reserve, {r_without:.2f}× with rt_tags=0")
+            tab = table(["load (jobs x iodepth): scheduler", "RT p99.9 (ms)", "vs light",
+                         "RT mean (ms)", "RT I/Os", "best-effort MiB/s", "runs"], rows)
+            fig, ax = figure(1, 1, width=7.0, height=3.4)
+            a = ax[0][0]
+            grouped_bars(a, names, [("RT p99.9 (ms), mean, min–max",
+                                     sums)])
+            a.set_yscale("log")
+            a.set_ylabel("RT p99.9 latency (ms)")
+            a.set_title(f"tag pressure, {OPS.get(op, op)}", fontsize=9)
+            a.tick_params(axis="x", labelsize=7)
+            a.grid(alpha=0.3, axis="y")
+            png = save(fig, plots / f"k2-pressure-{op}.png")
+            out.append(f"\n### {OPS.get(op, op).capitalize()}\n\n{tab}\n![tag pressure "
+                       f"{op}]({png})\n")
+            tables.append(f"\nTag pressure, {OPS.get(op, op)}:\n\n{tab}")
+        return "".join(out), summary, findings, tables
 
     def _plot(self, occ: str, op: str, by_bound: dict[int, list[dict[str, float]]],
               plots: Path) -> str:

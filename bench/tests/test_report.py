@@ -82,6 +82,36 @@ def test_k2_report(tmp_path: Path) -> None:
         (folder / "headline.md").read_text()
 
 
+def test_k2_tag_pressure_report(tmp_path: Path) -> None:
+    """The tag-pressure section: a row per case with its RT p99.9 against the
+    light load's (the fixture: k2 1 on ssdsim under 6.12, 2 runs each), a bar
+    chart, a finding, the ratios in summary.json; the bound sweep's sections
+    have no pressure run in them."""
+    folder = copy("k2-pressure", tmp_path)
+    text = report.write(folder).read_text()
+    res = results.load(folder)
+    light = statistics.fmean(rt_p999_ms(res, pressure="light"))
+    flood_on = rt_p999_ms(res, pressure="flood", rt_tags="default")
+    flood_off = rt_p999_ms(res, pressure="flood", rt_tags="0")
+    flood_none = rt_p999_ms(res, pressure="flood", bound="none")
+    assert len(flood_on) == len(flood_off) == len(flood_none) == 2
+    on, off = statistics.fmean(flood_on) / light, statistics.fmean(flood_off) / light
+    assert "## Tag pressure (rt_tags)" in text and "4x128 best-effort requests" in text
+    assert (f"| flood (4x128): k2 1, rt_tags default | {statistics.fmean(flood_on):.2f} ± "
+            f"{statistics.stdev(flood_on):.2f} ({min(flood_on):.2f}–{max(flood_on):.2f}) | "
+            f"{on:.2f}× |") in text
+    assert f"| flood (4x128): k2 1, rt_tags 0 | {statistics.fmean(flood_off):.2f}" in text
+    assert f"| flood (4x128): none | {statistics.fmean(flood_none):.2f}" in text
+    assert (f"k2 1: **{on:.2f}×** with the default reserve, {off:.2f}× with rt_tags=0"
+            in text)
+    assert "](plots/k2-pressure-randread.png)" in text
+    assert is_png(folder / "plots" / "k2-pressure-randread.png")
+    ratios = json.loads((folder / "summary.json").read_text())["k2"]["tag_pressure"][
+        "randread"]["flood_over_light"]
+    assert ratios == {"rt_tags_default": pytest.approx(on), "rt_tags_0": pytest.approx(off)}
+    assert "## Empty device" not in text and "no none or no k2 runs" not in text
+
+
 def test_report_states_ssdsim_time_scale_and_notes(tmp_path: Path) -> None:
     folder = copy("k2", tmp_path)
     m = json.loads((folder / "manifest.json").read_text())

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench import device as devmod
-from bench import results
+from bench import jobs, results
 from bench.cli import parse
 from bench.device import DeviceInfo, TunableError
 from bench.runner import (Cleanups, Config, Manifest, Phase, Plan, Progress, RunContext,
@@ -153,7 +153,8 @@ def test_ctrl_c_restores_scheduler_and_tunables(tmp_path: Path) -> None:
 def test_k2_plan_clamps_bounds_and_pins(tmp_path: Path) -> None:
     t = FakeTarget(nr_requests=16)
     ctx = context(t, ["run", "k2", "--device", "fake0", "--short", "--bounds", "1,8,32,64",
-                      "--ops", "randread,write", "--occupancy", "asis"])
+                      "--ops", "randread,write", "--occupancy", "asis",
+                      "--tag-pressure", "off"])
     plan = get("k2").plan(ctx)
     keys = [c.key for c in plan.configs()]
     assert keys == ["asis/randread/none", "asis/randread/k2-1", "asis/randread/k2-8",
@@ -168,6 +169,50 @@ def test_k2_plan_clamps_bounds_and_pins(tmp_path: Path) -> None:
     # one phase per operation type, each prepared afresh and settled per run
     assert [ph.name for ph in plan.phases] == ["asis/randread", "asis/write"]
     assert all(ph.settle is not None for ph in plan.phases)
+
+
+def test_k2_plan_tag_pressure(tmp_path: Path) -> None:
+    """The tag-pressure workload: after the bound sweep, one phase per
+    operation type with the light load at the pressure bound, then 4 jobs at
+    iodepth nr_requests under none, k2 with rt_tags=0 and k2 at its default
+    reserve, every job on CPU 0 (one hardware queue's tags)."""
+    t = FakeTarget(nr_requests=64)
+    ctx = context(t, ["run", "k2", "--device", "fake0", "--short", "--bounds", "1,8",
+                      "--ops", "randread", "--occupancy", "empty,full"])
+    plan = get("k2").plan(ctx)
+    assert [ph.name for ph in plan.phases] == ["empty/randread", "full/randread",
+                                               "pressure/randread"]
+    pressure = plan.phases[-1]
+    keys = [c.key for b in pressure.blocks for c in b]
+    assert keys == ["pressure/randread/light/k2-1-rt_tags-default",
+                    "pressure/randread/flood/none",
+                    "pressure/randread/flood/k2-1-rt_tags-0",
+                    "pressure/randread/flood/k2-1-rt_tags-default"]
+    light, none, off, on = (c for b in pressure.blocks for c in b)
+    assert light.tunables == on.tunables == (("max_inflight", 1),)
+    assert off.tunables == (("max_inflight", 1), ("rt_tags", 0))
+    assert none.scheduler == "none" and none.tunables == ()
+    o = jobs.parse_options(on.jobfile)
+    assert [n for n in o if n.startswith("be")] == ["be1", "be2", "be3", "be4"]
+    assert o["be1"]["iodepth"] == "64" and o["rt"]["prioclass"] == "1"
+    assert jobs.parse_options(light.jobfile)["be1"]["iodepth"] == "32"
+    assert all(v.get("cpus_allowed") == "0" for v in o.values() if "iodepth" in v)
+    # the sweep's runs are not mixed with the pressure runs'
+    assert all("pressure" not in dict(c.labels) for ph in plan.phases[:-1]
+               for b in ph.blocks for c in b)
+    assert plan.params["pressure_iodepth"] == 64
+
+    ctx = context(t, ["run", "k2", "--device", "fake0", "--short", "--tag-pressure",
+                      "randread,write", "--pressure-iodepth", "100", "--pressure-bound", "99",
+                      "--occupancy", "asis", "--ops", "read", "--bounds", "1", "--no-pin"])
+    plan = get("k2").plan(ctx)
+    assert [ph.name for ph in plan.phases] == ["asis/read", "pressure/randread",
+                                               "pressure/write"]
+    assert plan.phases[1].setup is None
+    c = plan.phases[1].blocks[-1][0]
+    assert c.tunables == (("max_inflight", 64),) and "iodepth=100" in c.jobfile
+    assert "cpus_allowed" not in c.jobfile
+    assert any("max_inflight 99 clamped to 64" in n for n in plan.notes)
 
 
 def test_settle_runs_before_every_configuration(tmp_path: Path) -> None:

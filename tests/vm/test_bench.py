@@ -54,7 +54,7 @@ def test_k2_suite_report_shows_tail_latency_falling_with_bound(
     out = tmp_path / "k2"
     argv = ["run", "k2", "--device", dev, "--ops", "randread", "--bounds", "1,64",
             "--occupancy", "asis", "--reps", "1", "--runtime", "4", "--ramp", "0.5",
-            "--seed", "1", "--out", str(out)]
+            "--tag-pressure", "randread", "--seed", "1", "--out", str(out)]
     run_suite(t, parse(argv), command=argv)
     text = (out / "report.md").read_text()
     print(text)
@@ -72,6 +72,13 @@ def test_k2_suite_report_shows_tail_latency_falling_with_bound(
     # the runner put the device back
     assert guest.scheduler(dev) == before
     m = json.loads((out / "manifest.json").read_text())
-    assert m["status"] == "complete" and len(m["runs"]) == 3
+    assert m["status"] == "complete" and len(m["runs"]) == 7
     assert {r["tunables"].get("max_inflight") for r in m["runs"]} == {None, "1", "64"}
+    # the tag-pressure workload ran with the module's reserve and without
+    # one (how much it helps is test_k2's timing test)
+    pressure = [r for r in m["runs"] if r["key"].startswith("pressure/")]
+    assert [r["tunables"].get("rt_tags") for r in pressure if r["scheduler"] == "k2"].count(
+        "0") == 1 and len(pressure) == 4
+    assert "## Tag pressure (rt_tags)" in text and "tag pressure, random read: RT p99.9" in text
+    assert "tag_pressure" in json.loads((out / "summary.json").read_text())["k2"]
     assert re.search(r"\| none \| [\d.]+ \| 1× \|", text)

@@ -46,6 +46,7 @@ def _run_k2_traced(g: Guest, tracer: str, out: Path) -> dict[str, object]:
     try:
         argv = ["run", "k2", "--device", dev, "--ops", "randread", "--bounds", "2",
                 "--occupancy", "asis", "--reps", "1", "--runtime", "3", "--ramp", "0",
+                "--tag-pressure", "off",
                 "--seed", "1", "--trace", tracer, "--out", str(out)]
         run_suite(VMTarget(g.vm), parse(argv), command=argv)
     finally:
