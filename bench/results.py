@@ -107,6 +107,10 @@ class Summary:
         return (f"{m:.{digits}f} ± {self.sd * scale:.{digits}f} "
                 f"({self.lo * scale:.{digits}f}–{self.hi * scale:.{digits}f})")
 
+    def as_dict(self) -> dict[str, float]:
+        """For summary.json: mean, sd, min, max, n."""
+        return {"mean": self.mean, "sd": self.sd, "min": self.lo, "max": self.hi, "n": self.n}
+
     def fmt_median(self, scale: float = 1.0, digits: int = 3) -> str:
         if self.n == 0:
             return "–"

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench import fio, jobs, prep
 from bench.report import figure, grouped_bars, save, table
-from bench.results import Results, Summary, summarize
+from bench.results import Results, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
 from bench.suites.k2 import OCCUPANCIES, csv, occupier
@@ -269,10 +269,6 @@ def ordered(keys: Any, ref: Any) -> list[Any]:
     return [k for k in ref if k in keys] + sorted(k for k in keys if k not in ref)
 
 
-def stats(s: Summary) -> dict[str, float]:
-    return {"mean": s.mean, "sd": s.sd, "min": s.lo, "max": s.hi, "n": s.n}
-
-
 # ---------------------------------------------------------------------------
 
 class FlashFQSuite(Suite):
@@ -411,7 +407,7 @@ class FlashFQSuite(Suite):
             rows.append([CLASSES[cls].one if cls in CLASSES else cls, s, m.fmt(1e-3, 3),
                          p999.fmt(1e-3, 2), f"{statistics.fmean(st.ios for st in sts):.0f}",
                          len(sts)])
-            summary["alone"].setdefault(s, {})[cls] = {"mean_us": stats(m), "p999_us": stats(p999)}
+            summary["alone"].setdefault(s, {})[cls] = {"mean_us": m.as_dict(), "p999_us": p999.as_dict()}
         out.append("\n## Alone\n\n" + table(["task", "scheduler", "mean response time (ms)",
                                              "p99.9 (ms)", "I/Os", "runs"], rows, "llrrrr"))
         findings = []
@@ -446,7 +442,7 @@ class FlashFQSuite(Suite):
                 sd, cw, p999 = (summarize(g[k] for g in got)
                                 for k in ("slowdown", "worst", "p999_us"))
                 starved = int(sum(g["starved"] for g in got))
-                per[cls] = {"slowdown": stats(sd), "worst": stats(cw), "p999_us": stats(p999),
+                per[cls] = {"slowdown": sd.as_dict(), "worst": cw.as_dict(), "p999_us": p999.as_dict(),
                             "ios_per_task": statistics.fmean(g["ios_per_task"] for g in got),
                             "starved": starved}
                 crows.append([s, CLASSES[cls].many if cls in CLASSES else cls, sd.fmt(1, 1),
@@ -454,7 +450,7 @@ class FlashFQSuite(Suite):
                               f"{per[cls]['ios_per_task']:.0f}", starved, sd.n])
             fair = all(per[c]["slowdown"]["mean"] <= FAIR_FACTOR * n for c in classes)
             w = worst_of(m.worst for m in mixes)
-            summ["schedulers"][s] = {"classes": per, "worst_task": stats(worst),
+            summ["schedulers"][s] = {"classes": per, "worst_task": worst.as_dict(),
                                      "worst_task_name": w.name, "within_fair_factor": fair}
             rows.append([s, worst.fmt(1, 1), f"{worst.mean / n:.2f}",
                          f"{CLASSES[w.cls].one if w.cls in CLASSES else w.cls} ({w.name})",

@@ -381,12 +381,10 @@ class K2Suite(Suite):
         phases = []
         for op in ops:
             blocks = []
-            for case, sched, be_jobs, be_depth, tun in (
-                    ("light", "k2", a.be_jobs, a.be_iodepth, ()),
-                    ("flood", "none", a.pressure_be_jobs, iodepth, None),
-                    ("flood", "k2", a.pressure_be_jobs, iodepth, (("rt_tags", 0),)),
-                    ("flood", "k2", a.pressure_be_jobs, iodepth, ())):
-                rt_tags = ("–" if tun is None else "0" if tun else "default")
+            for case, sched, rt_tags in PRESSURE_CASES:
+                be_jobs, be_depth = ((a.be_jobs, a.be_iodepth) if case == "light" else
+                                     (a.pressure_be_jobs, iodepth))
+                tun = (("rt_tags", int(rt_tags)),) if rt_tags.isdigit() else ()
                 what = ("none" if sched == "none" else
                         f"k2 max_inflight={bound} rt_tags={rt_tags}")
                 text = jobfile(ctx.device.path, ctx.device.size_bytes, op, runtime, ramp,
@@ -396,7 +394,7 @@ class K2Suite(Suite):
                 name = "none" if sched == "none" else f"k2-{bound}-rt_tags-{rt_tags}"
                 blocks.append([Config(
                     f"pressure/{op}/{case}/{name}", sched, text, runtime + ramp,
-                    tunables=() if sched == "none" else (("max_inflight", bound), *(tun or ())),
+                    tunables=() if sched == "none" else (("max_inflight", bound), *tun),
                     labels=(("pressure", case), ("op", op), ("bound", bound if sched == "k2"
                                                               else "none"),
                             ("rt_tags", rt_tags), ("be", f"{be_jobs}x{be_depth}")))])
@@ -476,8 +474,7 @@ class K2Suite(Suite):
                          s["p999_us"].fmt(1e-3, 2), rel_lat if b else "1×",
                          s["rt_mean_us"].fmt(1e-3, 2), f"{s['rt_ios'].mean:.0f}",
                          s["bw_kib"].fmt(1 / 1024, 1), rel_bw if b else "1×", s["p999_us"].n])
-            entry = {k: {"mean": v.mean, "sd": v.sd, "min": v.lo, "max": v.hi, "n": v.n}
-                     for k, v in s.items()}
+            entry = {k: v.as_dict() for k, v in s.items()}
             if b == 0:
                 summ["none"] = entry
             else:
@@ -549,8 +546,7 @@ class K2Suite(Suite):
                 sums.append(summarize(m["p999_us"] / 1000 for m in ms))
                 names.append(name.replace(": ", "\n"))
                 summary.setdefault(op, {})["/".join(case)] = {
-                    k: {"mean": v.mean, "sd": v.sd, "min": v.lo, "max": v.hi, "n": v.n}
-                    for k, v in sm.items()}
+                    k: v.as_dict() for k, v in sm.items()}
             with_r, without = cases.get(PRESSURE_CASES[3]), cases.get(PRESSURE_CASES[2])
             if ref and with_r and without:
                 r_with = summarize(m["p999_us"] for m in with_r).mean / ref_p
