@@ -97,12 +97,13 @@ env BUILD_CACHE={tmp_path}/cache make -C {ROOT} KVER={rel} BUILD_ROOT={tmp_path}
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (tmp_path / "cache" / "ksrc").is_dir()
     built = sorted(p.name for p in (tmp_path / "out" / rel).rglob("*.ko"))
-    assert built == ["fifo-iosched.ko", "flashfq-iosched.ko", "k2-iosched.ko", "ssdsim.ko"]
+    assert built == ["cars-iosched.ko", "fifo-iosched.ko", "flashfq-iosched.ko", "k2-iosched.ko",
+                     "ssdsim.ko"]
 
 
 def test_dkms_builds_for_the_build_roots_kernel() -> None:
     """dkms.conf works with trixie's DKMS (3.2) for 7.3: add, build and
-    remove in the build root leave the three installable modules built
+    remove in the build root leave the four installable modules built
     and nothing behind."""
     root, rel = build_root()
     m = re.search(r'^PACKAGE_VERSION="([^"]+)"', (ROOT / "dkms.conf").read_text(), re.M)
@@ -127,5 +128,5 @@ find /var/lib/dkms/{mod}/{rel} -name '*.ko*' -printf '%f\\n' | sort
         shutil.rmtree(src, ignore_errors=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     built = sorted(ln.split(".ko")[0] for ln in r.stdout.splitlines() if ".ko" in ln)
-    assert built == ["flashfq-iosched", "k2-iosched", "ssdsim"], r.stdout
+    assert built == ["cars-iosched", "flashfq-iosched", "k2-iosched", "ssdsim"], r.stdout
     assert not (root / "var" / "lib" / "dkms" / "ssd-iosched").exists()

@@ -20,6 +20,7 @@ SCHEDULERS = [
     Sched("fifo-ref", "fifo-iosched"),
     Sched("k2", "k2-iosched"),
     Sched("flashfq", "flashfq-iosched", holds_requests=True),
+    Sched("cars", "cars-iosched", holds_requests=True),
 ]
 
 # What the switching storm rotates through besides ours.

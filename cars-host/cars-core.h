@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CARS decision logic (host side), kept free of any elevator API so that
+ * tests/unit can build it in userspace (with tests/unit/kshim.h) under ASan
+ * and UBSan.  The elevator glue in cars-iosched.c owns all locking and
+ * memory; every function here works on the structures the caller passes in,
+ * under the caller's lock.
+ *
+ * CARS ("CARS: A Multi-layer Conflict-Aware Request Scheduler for NVMe
+ * SSDs") is SSD firmware: before fetching a request it checks whether the
+ * request's flash die is busy or its mapping entry is uncached, skips it if
+ * so and takes a non-conflicting request from another submission queue,
+ * with a throttle so that one flow cannot monopolise the dies.  Here the
+ * host predicts the same facts from what it dispatched:
+ *
+ * Dies.  A flash page is page_sectors 512-byte sectors.  Writes are
+ * predicted to go where a write-order FTL puts them: page after page to the
+ * next die of a write pointer that the scheduler advances over every page
+ * it dispatches for writing (ssdsim allocates exactly so).  A read goes to
+ * the die the scheduler's own record of recent writes gives for its first
+ * page (struct cars_map), else to the die of static striping, page mod
+ * dies (ssdsim's mapping for pages never written through it).
+ *
+ * Multi-page requests.  A request of n pages is taken to occupy the
+ * min(n, dies) consecutive dies from its first page's die, each for the
+ * pages that fall on it (n / dies, one more for the first n mod dies).
+ * That is exact for writes, for reads of pages never written (striping)
+ * and for reads of pages that one request wrote; for other reads only the
+ * first die is known.  Whether a request conflicts is decided by its first
+ * die alone: the device starts it there, and checking every die would keep
+ * a large request waiting for all of them to be idle at once.
+ *
+ * Die state.  Each die keeps the predicted end of the last operation
+ * reserved on it: an operation starts when the die is free and takes
+ * read_ns or write_ns per page (erase_ns for a discard, which makes a
+ * die erase blocks).  A die is busy while that end lies ahead, or until
+ * every request predicted on it has completed, whichever comes first: the
+ * completion of the last one makes it idle at once.
+ *
+ * Mapping cache.  Optionally (cmt_regions > 0) an LRU of translation-page
+ * regions of cmt_region_sectors each: a request whose first sector's region
+ * is not cached is taken only when no flow offers a cached, idle one.
+ *
+ * Flows are visited round-robin; a flow served throttle_size times in a
+ * row is skipped until another flow has been served.  When every flow's
+ * oldest request conflicts, the oldest of them goes anyway once it has
+ * waited max_hold_ns: the scheduler never holds the device idle longer.
+ */
+#ifndef _CARS_CORE_H
+#define _CARS_CORE_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/limits.h>
+#include <linux/math64.h>
+#else
+#include "kshim.h"
+#endif
+
+/* 64-by-32-bit division and remainder (no 64-bit division on 32-bit builds) */
+static inline u64 cars_div64(u64 a, u32 b)
+{
+#ifdef __KERNEL__
+	return div_u64(a, b);
+#else
+	return a / b;
+#endif
+}
+
+static inline u32 cars_mod64(u64 a, u32 b)
+{
+#ifdef __KERNEL__
+	u32 r;
+
+	div_u64_rem(a, b, &r);
+	return r;
+#else
+	return (u32)(a % b);
+#endif
+}
+
+#define CARS_NONE		U32_MAX
+#define CARS_MAX_DIES		255U	/* a die fits a byte of struct cars_map */
+#define CARS_MAX_PAGE_KB	64U
+#define CARS_MAX_OP_US		100000U	/* 100 ms */
+#define CARS_MAX_DEPTH		1024U
+#define CARS_MAX_THROTTLE	1024U
+#define CARS_MAX_HOLD_US	1000000U	/* 1 s */
+#define CARS_MAX_CMT_REGIONS	65536U
+
+/* Defaults: a small TLC-like die (ssdsim's defaults: 8 dies, 4 KiB). */
+#define CARS_DEFAULT_DIES		8U
+#define CARS_DEFAULT_PAGE_KB		4U
+#define CARS_DEFAULT_READ_US		60U
+#define CARS_DEFAULT_WRITE_US		600U
+#define CARS_DEFAULT_ERASE_US		3000U
+#define CARS_DEFAULT_THROTTLE		4U
+#define CARS_DEFAULT_MAX_HOLD_US	2000U
+#define CARS_DEFAULT_CMT_REGION_KB	2048U	/* 512 8-byte entries x 4 KiB */
+
+enum cars_op {
+	CARS_OP_READ,
+	CARS_OP_WRITE,
+	CARS_OP_ERASE,		/* a discard */
+};
+
+/* Die states, as debugfs and the trace show them. */
+enum cars_die_state {
+	CARS_DIE_IDLE,
+	CARS_DIE_READ,
+	CARS_DIE_PROGRAM,
+	CARS_DIE_ERASE,
+};
+
+/* Why a flow's oldest request was passed over (debugfs, cars_skip). */
+enum cars_skip {
+	CARS_SKIP_DIE_BUSY,
+	CARS_SKIP_CMT_MISS,
+	CARS_SKIP_THROTTLE,
+	CARS_NR_SKIPS,
+};
+
+struct cars_die {
+	u64 busy_until;		/* predicted end of the last op reserved, ns */
+	u32 nreq;		/* dispatched requests predicted here, not done */
+	u8 state;		/* enum cars_die_state of the last op reserved */
+};
+
+/*
+ * An LRU set of u32 keys in caller memory (cars_lru_bytes()): a hash with
+ * chains for lookup, a list for the order of use; slots are indices, so
+ * that struct cars_map keeps data per slot beside it.
+ */
+struct cars_lru {
+	u32 n;			/* slots */
+	u32 used;		/* slots holding a key */
+	u32 mask;		/* buckets - 1 (a power of two) */
+	u32 mru;		/* most recently used slot, CARS_NONE if empty */
+	u32 lru;		/* least recently used slot */
+	u32 *key;		/* [n] */
+	u32 *prev;		/* [n] towards the MRU end */
+	u32 *next;		/* [n] towards the LRU end */
+	u32 *chain;		/* [n] next slot in the same bucket */
+	u32 *bucket;		/* [mask + 1] first slot, CARS_NONE if empty */
+};
+
+static inline u32 cars_lru_buckets(u32 n)
+{
+	u32 b = 1;
+
+	while (b < n)
+		b <<= 1;
+	return b;
+}
+
+static inline size_t cars_lru_bytes(u32 n)
+{
+	return sizeof(u32) * (4 * (size_t)n + cars_lru_buckets(n));
+}
+
+/* cars_lru_init() - lay the set out in @mem (cars_lru_bytes(@n), n >= 1). */
+static inline void cars_lru_init(struct cars_lru *l, void *mem, u32 n)
+{
+	u32 *w = mem;
+	u32 i, nb = cars_lru_buckets(n);
+
+	l->n = n;
+	l->used = 0;
+	l->mask = nb - 1;
+	l->mru = CARS_NONE;
+	l->lru = CARS_NONE;
+	l->key = w;
+	l->prev = w + n;
+	l->next = w + 2 * n;
+	l->chain = w + 3 * n;
+	l->bucket = w + 4 * n;
+	for (i = 0; i < nb; i++)
+		l->bucket[i] = CARS_NONE;
+}
+
+static inline u32 cars_lru_hash(const struct cars_lru *l, u32 key)
+{
+	return (key * 0x9e3779b1U) >> 7 & l->mask;
+}
+
+/* cars_lru_find() - the slot holding @key, or CARS_NONE; no change of order */
+static inline u32 cars_lru_find(const struct cars_lru *l, u32 key)
+{
+	u32 s;
+
+	for (s = l->bucket[cars_lru_hash(l, key)]; s != CARS_NONE; s = l->chain[s])
+		if (l->key[s] == key)
+			return s;
+	return CARS_NONE;
+}
+
+static inline void cars_lru_unlink(struct cars_lru *l, u32 s)
+{
+	if (l->prev[s] != CARS_NONE)
+		l->next[l->prev[s]] = l->next[s];
+	else
+		l->mru = l->next[s];
+	if (l->next[s] != CARS_NONE)
+		l->prev[l->next[s]] = l->prev[s];
+	else
+		l->lru = l->prev[s];
+}
+
+static inline void cars_lru_push(struct cars_lru *l, u32 s)
+{
+	l->prev[s] = CARS_NONE;
+	l->next[s] = l->mru;
+	if (l->mru != CARS_NONE)
+		l->prev[l->mru] = s;
+	l->mru = s;
+	if (l->lru == CARS_NONE)
+		l->lru = s;
+}
+
+/*
+ * cars_lru_use() - @key becomes the most recently used: its slot, taken
+ * from the least recently used key when @key is new and every slot is in
+ * use.  *@evicted is that key, or CARS_NONE; *@fresh tells a new slot.
+ */
+static inline u32 cars_lru_use(struct cars_lru *l, u32 key, u32 *evicted,
+			       bool *fresh)
+{
+	u32 s = cars_lru_find(l, key), *pp;
+
+	*evicted = CARS_NONE;
+	*fresh = s == CARS_NONE;
+	if (!*fresh) {
+		cars_lru_unlink(l, s);
+		cars_lru_push(l, s);
+		return s;
+	}
+	if (l->used < l->n) {
+		s = l->used++;
+	} else {
+		s = l->lru;
+		*evicted = l->key[s];
+		cars_lru_unlink(l, s);
+		pp = &l->bucket[cars_lru_hash(l, l->key[s])];
+		while (*pp != s)
+			pp = &l->chain[*pp];
+		*pp = l->chain[s];
+	}
+	l->key[s] = key;
+	pp = &l->bucket[cars_lru_hash(l, key)];
+	l->chain[s] = *pp;
+	*pp = s;
+	cars_lru_push(l, s);
+	return s;
+}
+
+/*
+ * The record of recent writes: for each flash page written through the
+ * scheduler, the die it was predicted to go to, in chunks of
+ * CARS_MAP_CHUNK pages (one byte each), the least recently written chunk
+ * given up when a new one is needed.  Memory: 1 byte per page of the area
+ * recently written plus 20 bytes per chunk: with 4 KiB pages, 261 KiB per
+ * GiB written; the glue bounds the number of chunks.
+ */
+#define CARS_MAP_CHUNK		256U
+#define CARS_MAP_UNKNOWN	0xffU
+
+struct cars_map {
+	struct cars_lru lru;
+	u8 *die;		/* [lru.n * CARS_MAP_CHUNK] */
+};
+
+static inline size_t cars_map_bytes(u32 chunks)
+{
+	return cars_lru_bytes(chunks) + (size_t)chunks * CARS_MAP_CHUNK;
+}
+
+static inline void cars_map_init(struct cars_map *m, void *mem, u32 chunks)
+{
+	cars_lru_init(&m->lru, mem, chunks);
+	m->die = (u8 *)mem + cars_lru_bytes(chunks);
+}
+
+/* cars_map_get() - the die page @page was written to, or CARS_NONE */
+static inline u32 cars_map_get(const struct cars_map *m, u64 page)
+{
+	u64 chunk = cars_div64(page, CARS_MAP_CHUNK);
+	u32 s;
+	u8 d;
+
+	if (chunk >= CARS_NONE)
+		return CARS_NONE;
+	s = cars_lru_find(&m->lru, (u32)chunk);
+	if (s == CARS_NONE)
+		return CARS_NONE;
+	d = m->die[(size_t)s * CARS_MAP_CHUNK + cars_mod64(page, CARS_MAP_CHUNK)];
+	return d == CARS_MAP_UNKNOWN ? CARS_NONE : d;
+}
+
+/* cars_map_set() - page @page was written to die @die; true if a chunk was evicted */
+static inline bool cars_map_set(struct cars_map *m, u64 page, u32 die)
+{
+	u64 chunk = cars_div64(page, CARS_MAP_CHUNK);
+	u32 s, evicted, i;
+	bool fresh;
+	u8 *d;
+
+	if (chunk >= CARS_NONE)
+		return false;
+	s = cars_lru_use(&m->lru, (u32)chunk, &evicted, &fresh);
+	d = m->die + (size_t)s * CARS_MAP_CHUNK;
+	if (fresh)
+		for (i = 0; i < CARS_MAP_CHUNK; i++)
+			d[i] = CARS_MAP_UNKNOWN;
+	d[cars_mod64(page, CARS_MAP_CHUNK)] = (u8)die;
+	return evicted != CARS_NONE;
+}
+
+/* Tunables, in the units the core uses (the glue converts from sysfs). */
+struct cars_params {
+	u32 nr_dies;		/* 1..CARS_MAX_DIES */
+	u32 page_sectors;	/* flash page, 512-byte sectors */
+	u64 read_ns;		/* one page read (tR) */
+	u64 write_ns;		/* one page program (tPROG) */
+	u64 erase_ns;		/* a discard's die time */
+	u32 throttle_size;	/* consecutive dispatches of a flow; 0: off */
+	u64 max_hold_ns;	/* longest a conflicting request is held */
+	bool filter;		/* false: plain round-robin (the baseline) */
+	u32 cmt_region_sectors;	/* mapping-cache region; 0: cache off */
+};
+
+struct cars_stats {
+	u64 skips[CARS_NR_SKIPS];
+	u64 throttle_events;	/* times a flow reached throttle_size */
+	u64 forced;		/* dispatched past a conflict after max_hold */
+	u64 map_hits;		/* reads whose die came from the write record */
+	u64 map_misses;		/* reads that fell back to striping */
+	u64 map_evictions;	/* chunks of the write record given up */
+	u64 cmt_misses;		/* dispatched to an uncached region */
+};
+
+struct cars_sched {
+	struct cars_params p;
+	struct cars_die *die;	/* [p.nr_dies] */
+	struct cars_map map;	/* record of recent writes */
+	struct cars_lru cmt;	/* mapping-cache regions; used when enabled */
+	bool cmt_on;
+	u32 wp;			/* die of the next page written */
+	unsigned long last_flow;	/* flow served last, 0: none yet */
+	u32 consec;		/* its consecutive dispatches */
+	struct cars_stats st;
+};
+
+/* A flow's oldest queued request, as the glue shows it to cars_pick(). */
+struct cars_head {
+	unsigned long flow;	/* the flow's identity, not 0 */
+	u64 sector;
+	u32 nr_sectors;
+	enum cars_op op;
+	u64 arrival;		/* when it was queued, ns */
+};
+
+/* Where a request goes: consecutive dies from @die (see the top comment). */
+struct cars_place {
+	u32 die;
+	u32 ndies;
+	u32 npages;
+	enum cars_op op;
+};
+
+static inline u64 cars_page(const struct cars_params *p, u64 sector)
+{
+	return cars_div64(sector, p->page_sectors);
+}
+
+/* cars_pages() - flash pages a request of @nr_sectors at @sector touches */
+static inline u32 cars_pages(const struct cars_params *p, u64 sector,
+			     u32 nr_sectors)
+{
+	u64 first = cars_page(p, sector);
+	u64 last = cars_page(p, sector + (nr_sectors ? nr_sectors : 1) - 1);
+
+	return (u32)(last - first + 1);
+}
+
+/*
+ * cars_place() - the dies a request is predicted to occupy.  @hit (may be
+ * NULL) tells whether a read's die came from the record of writes.
+ */
+static inline struct cars_place cars_place(const struct cars_sched *s,
+					   u64 sector, u32 nr_sectors,
+					   enum cars_op op, bool *hit)
+{
+	struct cars_place pl;
+	u64 page = cars_page(&s->p, sector);
+	u32 d;
+
+	pl.op = op;
+	pl.npages = cars_pages(&s->p, sector, nr_sectors);
+	pl.ndies = pl.npages < s->p.nr_dies ? pl.npages : s->p.nr_dies;
+	if (hit)
+		*hit = false;
+	if (op == CARS_OP_WRITE) {
+		pl.die = s->wp;
+		return pl;
+	}
+	d = op == CARS_OP_READ ? cars_map_get(&s->map, page) : CARS_NONE;
+	if (d != CARS_NONE && d < s->p.nr_dies) {
+		if (hit)
+			*hit = true;
+		pl.die = d;
+	} else {
+		pl.die = cars_mod64(page, s->p.nr_dies);
+	}
+	return pl;
+}
+
+static inline u32 cars_region(const struct cars_sched *s, u64 sector)
+{
+	u64 r = cars_div64(sector, s->p.cmt_region_sectors);
+
+	return r >= CARS_NONE ? CARS_NONE - 1 : (u32)r;
+}
+
+static inline bool cars_die_busy(const struct cars_die *d, u64 now)
+{
+	return d->nreq && d->busy_until > now;
+}
+
+/* cars_die_state() - what the die is predicted to be doing at @now */
+static inline enum cars_die_state cars_die_state(const struct cars_die *d,
+						 u64 now)
+{
+	return cars_die_busy(d, now) ? d->state : CARS_DIE_IDLE;
+}
+
+/*
+ * cars_reset_geometry() - every die idle, the write pointer at die 0, the
+ * record of writes empty (in @map_mem, cars_map_bytes(@chunks)): for a
+ * start, and when the number of dies or the page size changes.  Requests
+ * in flight then may hold reservations on dies that were reset: their
+ * completion decrements no count below zero, and a die they leave counted
+ * is idle again once its estimate passes.
+ */
+static inline void cars_reset_geometry(struct cars_sched *s, void *map_mem,
+				       u32 chunks)
+{
+	u32 i;
+
+	for (i = 0; i < s->p.nr_dies; i++) {
+		s->die[i].busy_until = 0;
+		s->die[i].nreq = 0;
+		s->die[i].state = CARS_DIE_IDLE;
+	}
+	cars_map_init(&s->map, map_mem, chunks);
+	s->wp = 0;
+}
+
+/*
+ * cars_set_cache() - an empty mapping-cache model of @regions regions in
+ * @mem (cars_lru_bytes(@regions)); off when @regions, @mem or the region
+ * size is 0.
+ */
+static inline void cars_set_cache(struct cars_sched *s, void *mem, u32 regions)
+{
+	s->cmt_on = mem && regions && s->p.cmt_region_sectors;
+	if (s->cmt_on)
+		cars_lru_init(&s->cmt, mem, regions);
+}
+
+/*
+ * cars_init() - a scheduler with parameters @p: @die has CARS_MAX_DIES
+ * entries (so that nr_dies can grow), @map_mem and @cmt_mem as for
+ * cars_reset_geometry() and cars_set_cache(); statistics zero.
+ */
+static inline void cars_init(struct cars_sched *s, const struct cars_params *p,
+			     struct cars_die *die, void *map_mem, u32 chunks,
+			     void *cmt_mem, u32 regions)
+{
+	u32 i;
+
+	s->p = *p;
+	s->die = die;
+	cars_reset_geometry(s, map_mem, chunks);
+	cars_set_cache(s, cmt_mem, regions);
+	s->last_flow = 0;
+	s->consec = 0;
+	for (i = 0; i < CARS_NR_SKIPS; i++)
+		s->st.skips[i] = 0;
+	s->st.throttle_events = 0;
+	s->st.forced = 0;
+	s->st.map_hits = 0;
+	s->st.map_misses = 0;
+	s->st.map_evictions = 0;
+	s->st.cmt_misses = 0;
+}
+
+/* What cars_pick() decided. */
+struct cars_choice {
+	u32 idx;		/* index into heads[], CARS_NONE: dispatch nothing */
+	bool forced;		/* past a conflict, after max_hold_ns */
+	bool cmt_miss;		/* to a region the mapping cache lacks */
+	u64 wake_at;		/* if nothing: when to look again, 0: never */
+	u32 skipped[CARS_NR_SKIPS];	/* heads passed over, per reason */
+	u32 first_skip;		/* index of the first head passed over */
+	enum cars_skip first_reason;
+	u32 first_die;		/* its predicted die */
+};
+
+static inline u64 cars_min_nz(u64 a, u64 b)
+{
+	if (!a)
+		return b;
+	return b && b < a ? b : a;
+}
+
+/*
+ * cars_pick() - which flow's oldest request to dispatch
+ * @heads:	the oldest request of every flow that has one, in round-robin
+ *		order (the flow after the one served last comes first)
+ * @n:		entries in @heads
+ * @now:	the time, ns
+ *
+ * In round-robin order, the first head that is not throttled and whose
+ * first die is idle and, with the mapping cache on, whose region is
+ * cached; else the first such head whose region is not cached.  With the
+ * filter off, the first head that is not throttled.  When every head is
+ * passed over, the oldest one if it has waited max_hold_ns (forced), else
+ * nothing, with the time at which a die frees or a head's hold ends.
+ * The caller checks the depth bound before.
+ */
+static inline struct cars_choice cars_pick(const struct cars_sched *s,
+					   const struct cars_head *heads,
+					   u32 n, u64 now)
+{
+	struct cars_choice c = { .idx = CARS_NONE, .first_skip = CARS_NONE };
+	u32 i, uncached = CARS_NONE, oldest = CARS_NONE;
+	bool others = false;
+
+	for (i = 0; i < n; i++)
+		if (heads[i].flow != s->last_flow)
+			others = true;
+	for (i = 0; i < n; i++) {
+		const struct cars_head *h = &heads[i];
+		struct cars_place pl;
+		enum cars_skip why;
+
+		if (oldest == CARS_NONE || h->arrival < heads[oldest].arrival)
+			oldest = i;
+		pl = cars_place(s, h->sector, h->nr_sectors, h->op, NULL);
+		if (s->p.throttle_size && others && h->flow == s->last_flow &&
+		    s->consec >= s->p.throttle_size) {
+			why = CARS_SKIP_THROTTLE;
+		} else if (!s->p.filter) {
+			c.idx = i;
+			return c;
+		} else if (cars_die_busy(&s->die[pl.die], now)) {
+			why = CARS_SKIP_DIE_BUSY;
+			c.wake_at = cars_min_nz(c.wake_at, s->die[pl.die].busy_until);
+		} else if (s->cmt_on &&
+			   cars_lru_find(&s->cmt, cars_region(s, h->sector)) == CARS_NONE) {
+			why = CARS_SKIP_CMT_MISS;
+			if (uncached == CARS_NONE)
+				uncached = i;
+		} else {
+			c.idx = i;
+			return c;
+		}
+		c.skipped[why]++;
+		if (c.first_skip == CARS_NONE) {
+			c.first_skip = i;
+			c.first_reason = why;
+			c.first_die = pl.die;
+		}
+	}
+	if (uncached != CARS_NONE) {
+		c.idx = uncached;
+		c.cmt_miss = true;
+		return c;
+	}
+	if (oldest == CARS_NONE)
+		return c;
+	if (now - heads[oldest].arrival >= s->p.max_hold_ns ||
+	    heads[oldest].arrival > now) {
+		c.idx = oldest;
+		c.forced = true;
+		c.wake_at = 0;
+		return c;
+	}
+	c.wake_at = cars_min_nz(c.wake_at, heads[oldest].arrival + s->p.max_hold_ns);
+	return c;
+}
+
+/*
+ * cars_count_pick() - add a pick's skips and forced dispatch to the
+ * statistics (once per dispatch actually made, or once per empty pick).
+ */
+static inline void cars_count_pick(struct cars_sched *s,
+				   const struct cars_choice *c)
+{
+	u32 i;
+
+	for (i = 0; i < CARS_NR_SKIPS; i++)
+		s->st.skips[i] += c->skipped[i];
+	if (c->forced)
+		s->st.forced++;
+	if (c->cmt_miss)
+		s->st.cmt_misses++;
+}
+
+/*
+ * cars_dispatched() - a request of flow @flow leaves for the device at
+ * @now: reserve its dies, advance the write pointer over a write's pages
+ * and record where they went, use its mapping-cache region, count the
+ * flow's run.  Returns where it was placed; the glue keeps that with the
+ * request (cars_rq_word()) for cars_completed().
+ */
+static inline struct cars_place cars_dispatched(struct cars_sched *s,
+						unsigned long flow, u64 sector,
+						u32 nr_sectors, enum cars_op op,
+						u64 now)
+{
+	bool hit, fresh;
+	struct cars_place pl = cars_place(s, sector, nr_sectors, op, &hit);
+	u64 t = op == CARS_OP_READ ? s->p.read_ns :
+		op == CARS_OP_WRITE ? s->p.write_ns : s->p.erase_ns;
+	u64 page = cars_page(&s->p, sector);
+	u32 i, evicted;
+
+	if (op == CARS_OP_READ) {
+		if (hit)
+			s->st.map_hits++;
+		else
+			s->st.map_misses++;
+	}
+	for (i = 0; i < pl.ndies; i++) {
+		struct cars_die *d = &s->die[(pl.die + i) % s->p.nr_dies];
+		u32 pages = pl.npages / s->p.nr_dies +
+			    (i < pl.npages % s->p.nr_dies ? 1 : 0);
+		u64 start = d->nreq && d->busy_until > now ? d->busy_until : now;
+
+		/* an erase is per block, not per page: once per die */
+		d->busy_until = start + (op == CARS_OP_ERASE ? t : t * pages);
+		d->nreq++;
+		d->state = op == CARS_OP_READ ? CARS_DIE_READ :
+			   op == CARS_OP_WRITE ? CARS_DIE_PROGRAM : CARS_DIE_ERASE;
+	}
+	if (op == CARS_OP_WRITE) {
+		for (i = 0; i < pl.npages; i++)
+			if (cars_map_set(&s->map, page + i, (pl.die + i) % s->p.nr_dies))
+				s->st.map_evictions++;
+		s->wp = cars_mod64((u64)s->wp + pl.npages, s->p.nr_dies);
+	}
+	if (s->cmt_on)
+		cars_lru_use(&s->cmt, cars_region(s, sector), &evicted, &fresh);
+	if (flow == s->last_flow) {
+		s->consec++;
+		if (s->p.throttle_size && s->consec == s->p.throttle_size)
+			s->st.throttle_events++;
+	} else {
+		s->last_flow = flow;
+		s->consec = 1;
+	}
+	return pl;
+}
+
+/*
+ * cars_completed() - a request placed at @pl finished (or left the device
+ * otherwise) at @now: a die with no other request predicted on it is idle
+ * at once, whatever its estimate said.
+ */
+static inline void cars_completed(struct cars_sched *s,
+				  const struct cars_place *pl, u64 now)
+{
+	u32 i;
+
+	for (i = 0; i < pl->ndies; i++) {
+		struct cars_die *d = &s->die[(pl->die + i) % s->p.nr_dies];
+
+		if (d->nreq && !--d->nreq && d->busy_until > now)
+			d->busy_until = now;
+	}
+}
+
+/*
+ * A request's placement in one word (rq->elv.priv[1]): first die (8 bits),
+ * dies (9 bits), pages (up to 2^32 - 1), the operation and a flag that it
+ * holds die reservations (set by the glue at dispatch).
+ */
+#define CARS_RQ_PLACED		0x8000000000000000ULL
+
+static inline u64 cars_rq_word(const struct cars_place *pl)
+{
+	return CARS_RQ_PLACED | (u64)pl->op << 49 | (u64)pl->ndies << 40 |
+	       (u64)pl->die << 32 | pl->npages;
+}
+
+static inline struct cars_place cars_rq_place(u64 w)
+{
+	struct cars_place pl;
+
+	pl.npages = (u32)w;
+	pl.die = (u32)(w >> 32) & 0xff;
+	pl.ndies = (u32)(w >> 40) & 0x1ff;
+	pl.op = (enum cars_op)((w >> 49) & 0x3);
+	return pl;
+}
+
+#endif /* _CARS_CORE_H */

@@ -1,0 +1,1007 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * CARS I/O scheduler, host side: conflict-aware dispatch for NVMe SSDs,
+ * after "CARS: A Multi-layer Conflict-Aware Request Scheduler for NVMe
+ * SSDs".  The paper's scheduler is firmware that skips a submission
+ * queue's head when its flash die is busy; this one predicts the dies from
+ * what it dispatched (cars-core.h, unit-tested in userspace) and holds
+ * back a request whose die is predicted busy, taking another flow's
+ * instead, with at most `depth` requests in the device.
+ *
+ * Interface
+ * ---------
+ * sysfs, /sys/block/<dev>/queue/iosched/ (junk fails with EINVAL and
+ * changes nothing):
+ *   nr_dies		1..255, default 8: flash dies of the device.
+ *   page_kb		1..64, a power of two, default 4: flash page, KiB.
+ *   read_us		1..100000, default 60: one page read (tR), us.
+ *   write_us		1..100000, default 600: one page program, us.
+ *   erase_us		1..100000, default 3000: die time of a discard, us.
+ *   depth		1..1024, default nr_dies at start: requests in the
+ *			device at once; in force clamped to nr_requests.
+ *   throttle_size	0..1024, default 4: consecutive dispatches from one
+ *			flow after which it waits for another to be served;
+ *			0: off.
+ *   max_hold_us	0..1000000, default 2000: how long the oldest
+ *			conflicting request may be held when every flow's
+ *			request conflicts, us.
+ *   filter		0 or 1, default 1: 0 is plain round-robin with the
+ *			same depth and throttle (the paper's baseline).
+ *   cmt_regions	0..CARS_MAX_CMT, default 0 (off): mapping-cache
+ *			regions the scheduler assumes the device caches.
+ *   cmt_region_kb	4..1048576, default 2048: one region, KiB.
+ * Changing nr_dies or page_kb forgets the die states and the record of
+ * writes; changing cmt_regions or cmt_region_kb empties the cache model.
+ * debugfs, /sys/kernel/debug/block/<dev>/sched/: dies (per die: predicted
+ * state, ns until its estimated end, requests predicted on it), counters
+ * (skips per reason, throttle events, forced dispatches, record hits and
+ * misses, ...), inflight, queued, flows, queue_list.
+ *
+ * Locking
+ * -------
+ * cd->lock protects struct cars_data from @s to @stats and every flow's
+ * state.  finish_request and requeue_request can run in hard interrupt
+ * context, so it is taken with interrupts off: spin_lock_irq() in insert,
+ * dispatch, bio_merge, sysfs and debugfs, spin_lock_irqsave() in finish,
+ * requeue and the hrtimer.  The merge callbacks run under it (called from
+ * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge() with it
+ * held).  It is never held while running the hardware queues (which can
+ * take the queue lock, held around io_cq creation) nor in hrtimer_cancel().
+ * The queues are device-wide: QUEUE_FLAG_SQ_SCHED as mq-deadline.
+ *
+ * Flows
+ * -----
+ * A flow is an I/O context's io_cq (icq_size), found by prepare_request,
+ * which takes a reference on the io_context that finish_request drops:
+ * the flow lives while any of its requests does.  Requests without one
+ * share cd->anon.  A flow with queued requests is on cd->rr, in
+ * round-robin order: a flow served goes to its tail.  A pick looks at the
+ * first CARS_SCAN flows.
+ *
+ * In-flight accounting
+ * --------------------
+ * A dispatched request holds a depth slot and die reservations
+ * (CARS_RQ_PLACED in its word) until finish_request.  Requeue: a
+ * driver-prepared request (RQF_DONTPREP, NVMe) goes back to the device
+ * from hctx->dispatch without passing through the elevator, so it keeps
+ * both; any other gives them back and, inserted again, goes first in its
+ * flow.  Flush requests never reach an elevator; on 6.1 a REQ_PREFLUSH or
+ * REQ_FUA request gets no prepare_request and one requeued after a reset
+ * can be inserted: such unprepared requests go to cd->bypass, dispatched
+ * first, uncounted.  Merges: back merges through the elevator hash, any
+ * flows; a request merged away leaves its flow's FIFO in requests_merged.
+ *
+ * Restart
+ * -------
+ * Requests held back (depth, or every head conflicting) keep has_work
+ * true and set CARS_HELD; a completion or requeue re-runs the queues, and
+ * the hrtimer, armed for the earliest time a predicted die frees or a
+ * held request's max_hold_us ends, re-runs them then.
+ */
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/init.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/spinlock.h>
+#include <linux/list.h>
+#include <linux/hrtimer.h>
+#include <linux/ktime.h>
+#include <linux/log2.h>
+#include <linux/sysfs.h>
+#include <linux/seq_file.h>
+#include <linux/sched.h>
+#include <linux/bio.h>
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/iocontext.h>
+
+#include <trace/events/block.h>
+
+#include "elevator.h"
+#include "blk.h"
+#include "blk-mq-sched.h"
+#include "blk-mq-debugfs.h"
+#include "iosched-compat.h"
+#include "iosched-sysfs.h"
+#include "cars-core.h"
+
+/* Flows a pick looks at, from the head of the round-robin list. */
+#define CARS_SCAN		32
+/* Chunks of the record of writes: 4096 x 256 pages, 4 GiB at 4 KiB. */
+#define CARS_MAP_CHUNKS		4096U
+#define CARS_MAX_CMT		4096U
+#define CARS_MAX_REGION_KB	1048576U
+
+/* A flow: all under cd->lock except @pid. */
+struct cars_flow {
+	struct list_head fifo;		/* queued requests, oldest first */
+	struct list_head rr_node;	/* on cd->rr while @fifo is not empty */
+	pid_t pid;			/* constant: the context's creator */
+	u32 queued;
+	u64 dispatched;
+	u64 completed;
+};
+
+struct cars_icq {
+	struct io_cq icq;		/* first: the core's part */
+	struct cars_flow flow;
+};
+
+/* Counters kept under cd->lock; debugfs "counters". */
+struct cars_counts {
+	u64 dispatched;
+	u64 completed;
+	u64 requeued;
+	u64 merged;
+	u64 bypassed;
+	u64 held_depth;		/* dispatch calls held by the depth */
+	u64 held_conflict;	/* ... by every head conflicting */
+};
+
+enum {
+	CARS_HELD,		/* dispatch held queued requests back */
+};
+
+struct cars_data {
+	struct request_queue *q;	/* constant */
+
+	spinlock_t lock;		/* see "Locking" above */
+	struct cars_sched s;		/* dies, record, cache, throttle */
+	struct cars_die die[CARS_MAX_DIES];
+	struct cars_flow anon;		/* requests without an io_cq */
+	struct list_head rr;		/* flows with queued requests */
+	struct list_head bypass;	/* unprepared requests */
+	unsigned int queued;		/* requests queued; also read
+					 * locklessly by has_work, bio_merge
+					 */
+	unsigned int inflight;		/* requests holding a slot */
+	unsigned long flags;		/* CARS_HELD */
+	struct hrtimer timer;		/* earliest die free / hold end */
+	u64 timer_at;			/* when it is armed for, 0: not */
+	struct cars_counts counts;
+	struct cars_head heads[CARS_SCAN];	/* dispatch's scratch */
+	struct cars_flow *head_flow[CARS_SCAN];
+	void *map_mem;			/* constant: the record's memory */
+	void *cmt_mem;			/* constant: the cache model's */
+
+	/* Tunables in their sysfs units: under cd->lock (see cars_apply()). */
+	unsigned int nr_dies;
+	unsigned int page_kb;
+	unsigned int read_us;
+	unsigned int write_us;
+	unsigned int erase_us;
+	unsigned int depth;
+	unsigned int throttle_size;
+	unsigned int max_hold_us;
+	unsigned int filter;
+	unsigned int cmt_regions;
+	unsigned int cmt_region_kb;
+};
+
+/*
+ * Per-request state, only for prepared requests: rq->elv.priv[0] the time
+ * it was queued (ns), priv[1] the cars-core.h placement word with the
+ * flags below, both zeroed by prepare_request; rq->elv.icq the flow.
+ */
+#define CARS_RQ_QUEUED		0x0100000000000000ULL	/* on a flow's FIFO */
+#define CARS_RQ_OWNED		0x0200000000000000ULL	/* inserted, not freed */
+#define CARS_RQ_FLAGS		(CARS_RQ_QUEUED | CARS_RQ_OWNED)
+
+static_assert(BITS_PER_LONG == 64, "CARS keeps 64-bit words in rq->elv.priv");
+
+static inline u64 cars_rq_get(struct request *rq)
+{
+	return (u64)(unsigned long)rq->elv.priv[1];
+}
+
+static inline void cars_rq_put(struct request *rq, u64 word)
+{
+	rq->elv.priv[1] = (void *)(unsigned long)word;
+}
+
+static inline u64 cars_rq_time(struct request *rq)
+{
+	return (u64)(unsigned long)rq->elv.priv[0];
+}
+
+static struct cars_flow *cars_rq_flow(struct cars_data *cd, struct request *rq)
+{
+	if (!rq->elv.icq)
+		return &cd->anon;
+	return &container_of(rq->elv.icq, struct cars_icq, icq)->flow;
+}
+
+static const char *cars_disk_name(struct cars_data *cd)
+{
+	return cd->q->disk ? cd->q->disk->disk_name : "?";
+}
+
+static void cars_flow_init(struct cars_flow *f, pid_t pid)
+{
+	INIT_LIST_HEAD(&f->fifo);
+	INIT_LIST_HEAD(&f->rr_node);
+	f->pid = pid;
+	f->queued = 0;
+	f->dispatched = 0;
+	f->completed = 0;
+}
+
+static enum cars_op cars_rq_op(struct request *rq)
+{
+	switch (req_op(rq)) {
+	case REQ_OP_READ:
+		return CARS_OP_READ;
+	case REQ_OP_DISCARD:
+	case REQ_OP_SECURE_ERASE:
+		return CARS_OP_ERASE;
+	default:
+		return CARS_OP_WRITE;
+	}
+}
+
+static u32 cars_cur_depth(struct cars_data *cd)
+{
+	unsigned long nr = READ_ONCE(cd->q->nr_requests);
+	u32 depth = cd->depth;
+
+	lockdep_assert_held(&cd->lock);
+
+	if (nr < depth)
+		depth = nr;
+	return depth ? depth : 1;
+}
+
+/* The tunables in the core's units. */
+static struct cars_params cars_params_of(struct cars_data *cd)
+{
+	struct cars_params p = {
+		.nr_dies = cd->nr_dies,
+		.page_sectors = cd->page_kb * 2,
+		.read_ns = (u64)cd->read_us * NSEC_PER_USEC,
+		.write_ns = (u64)cd->write_us * NSEC_PER_USEC,
+		.erase_ns = (u64)cd->erase_us * NSEC_PER_USEC,
+		.throttle_size = cd->throttle_size,
+		.max_hold_ns = (u64)cd->max_hold_us * NSEC_PER_USEC,
+		.filter = cd->filter,
+		.cmt_region_sectors = cd->cmt_region_kb * 2,
+	};
+
+	return p;
+}
+
+/*
+ * A tunable changed: the core's parameters follow; @geometry (dies, page
+ * size) forgets the die states and the record of writes, @cache (regions,
+ * region size) empties the cache model.
+ */
+static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
+{
+	lockdep_assert_held(&cd->lock);
+
+	cd->s.p = cars_params_of(cd);
+	if (geometry)
+		cars_reset_geometry(&cd->s, cd->map_mem, CARS_MAP_CHUNKS);
+	if (cache)
+		cars_set_cache(&cd->s, cd->cmt_mem, cd->cmt_regions);
+}
+
+/* Arm the hrtimer for @at (ns, CLOCK_MONOTONIC) unless armed earlier. */
+static void cars_arm_timer(struct cars_data *cd, u64 at)
+{
+	lockdep_assert_held(&cd->lock);
+
+	if (!at || (cd->timer_at && cd->timer_at <= at))
+		return;
+	cd->timer_at = at;
+	hrtimer_start(&cd->timer, ns_to_ktime(at), HRTIMER_MODE_ABS);
+}
+
+static bool cars_take_held(struct cars_data *cd)
+{
+	lockdep_assert_held(&cd->lock);
+
+	return __test_and_clear_bit(CARS_HELD, &cd->flags);
+}
+
+/* Re-run the hardware queues, never under cd->lock (see "Locking"). */
+static void cars_kick(struct cars_data *cd, bool held)
+{
+	lockdep_assert_not_held(&cd->lock);
+
+	if (held)
+		blk_mq_run_hw_queues(cd->q, true);
+}
+
+/* Give back @rq's slot and die reservations, if it holds them. */
+static bool cars_release(struct cars_data *cd, struct request *rq)
+{
+	u64 word = cars_rq_get(rq);
+	struct cars_place pl;
+
+	lockdep_assert_held(&cd->lock);
+
+	if (!(word & CARS_RQ_PLACED))
+		return false;
+	pl = cars_rq_place(word);
+	cars_completed(&cd->s, &pl, ktime_get_ns());
+	cars_rq_put(rq, word & CARS_RQ_FLAGS);
+	if (WARN_ONCE(!cd->inflight, "cars: %s: in-flight count below zero\n",
+		      cars_disk_name(cd)))
+		return true;
+	cd->inflight--;
+	return true;
+}
+
+static void cars_remove_request(struct cars_data *cd, struct cars_flow *f,
+				struct request *rq)
+{
+	lockdep_assert_held(&cd->lock);
+
+	list_del_init(&rq->queuelist);
+	elv_rqhash_del(cd->q, rq);
+	if (cd->q->last_merge == rq)
+		cd->q->last_merge = NULL;
+	cars_rq_put(rq, cars_rq_get(rq) & ~CARS_RQ_QUEUED);
+	if (!--f->queued)
+		list_del_init(&f->rr_node);
+	WRITE_ONCE(cd->queued, cd->queued - 1);
+}
+
+static void cars_free_requests(struct list_head *list)
+{
+	struct request *rq;
+
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		blk_mq_free_request(rq);
+	}
+}
+
+static void cars_insert_request(struct cars_data *cd, struct request *rq,
+				struct list_head *free)
+{
+	struct request_queue *q = cd->q;
+	struct cars_flow *f;
+	u64 word;
+
+	lockdep_assert_held(&cd->lock);
+
+	if (!compat_rq_elv_finish(rq)) {
+		trace_block_rq_insert(rq);
+		list_add_tail(&rq->queuelist, &cd->bypass);
+		WRITE_ONCE(cd->queued, cd->queued + 1);
+		return;
+	}
+	f = cars_rq_flow(cd, rq);
+	/* no known path inserts a request still holding a slot */
+	cars_release(cd, rq);
+	word = cars_rq_get(rq);
+	if (word & CARS_RQ_OWNED) {
+		/* requeued: goes first in its flow, keeps its queue time */
+		list_add(&rq->queuelist, &f->fifo);
+	} else {
+		if (cd->queued && blk_mq_sched_try_insert_merge(q, rq, free))
+			return;
+		rq->elv.priv[0] = (void *)(unsigned long)ktime_get_ns();
+		list_add_tail(&rq->queuelist, &f->fifo);
+		if (rq_mergeable(rq)) {
+			elv_rqhash_add(q, rq);
+			if (!q->last_merge)
+				q->last_merge = rq;
+		}
+	}
+	cars_rq_put(rq, word | CARS_RQ_OWNED | CARS_RQ_QUEUED);
+	if (!f->queued++)
+		list_add_tail(&f->rr_node, &cd->rr);
+	WRITE_ONCE(cd->queued, cd->queued + 1);
+	trace_block_rq_insert(rq);
+}
+
+static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
+				 struct list_head *list, compat_insert_t flags)
+{
+	struct cars_data *cd = hctx->queue->elevator->elevator_data;
+	LIST_HEAD(free);
+
+	spin_lock_irq(&cd->lock);
+	while (!list_empty(list)) {
+		struct request *rq;
+
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		cars_insert_request(cd, rq, &free);
+	}
+	spin_unlock_irq(&cd->lock);
+
+	cars_free_requests(&free);
+}
+
+static struct request *__cars_dispatch_request(struct cars_data *cd)
+{
+	struct cars_choice c;
+	struct cars_place pl;
+	struct cars_flow *f;
+	struct request *rq;
+	u32 n = 0;
+	u64 now;
+
+	lockdep_assert_held(&cd->lock);
+
+	rq = list_first_entry_or_null(&cd->bypass, struct request, queuelist);
+	if (rq) {
+		list_del_init(&rq->queuelist);
+		WRITE_ONCE(cd->queued, cd->queued - 1);
+		cd->counts.bypassed++;
+		return rq;
+	}
+	if (list_empty(&cd->rr))
+		return NULL;
+	if (cd->inflight >= cars_cur_depth(cd)) {
+		cd->counts.held_depth++;
+		__set_bit(CARS_HELD, &cd->flags);
+		return NULL;
+	}
+	list_for_each_entry(f, &cd->rr, rr_node) {
+		struct request *h = list_first_entry(&f->fifo, struct request,
+						     queuelist);
+
+		cd->heads[n].flow = (unsigned long)f;
+		cd->heads[n].sector = blk_rq_pos(h);
+		cd->heads[n].nr_sectors = blk_rq_sectors(h);
+		cd->heads[n].op = cars_rq_op(h);
+		cd->heads[n].arrival = cars_rq_time(h);
+		cd->head_flow[n] = f;
+		if (++n == CARS_SCAN)
+			break;
+	}
+	now = ktime_get_ns();
+	c = cars_pick(&cd->s, cd->heads, n, now);
+	cars_count_pick(&cd->s, &c);
+	if (c.idx == CARS_NONE) {
+		cd->counts.held_conflict++;
+		__set_bit(CARS_HELD, &cd->flags);
+		cars_arm_timer(cd, c.wake_at);
+		return NULL;
+	}
+	f = cd->head_flow[c.idx];
+	rq = list_first_entry(&f->fifo, struct request, queuelist);
+	cars_remove_request(cd, f, rq);
+	/* the flow served goes to the tail: round-robin */
+	if (f->queued)
+		list_move_tail(&f->rr_node, &cd->rr);
+	/* As mq-deadline: no more merging into a request handed out. */
+	rq->rq_flags |= RQF_STARTED;
+	pl = cars_dispatched(&cd->s, (unsigned long)f, blk_rq_pos(rq),
+			     blk_rq_sectors(rq), cars_rq_op(rq), now);
+	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
+	cd->inflight++;
+	f->dispatched++;
+	cd->counts.dispatched++;
+	return rq;
+}
+
+static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
+{
+	struct cars_data *cd = hctx->queue->elevator->elevator_data;
+	struct request *rq;
+
+	spin_lock_irq(&cd->lock);
+	rq = __cars_dispatch_request(cd);
+	spin_unlock_irq(&cd->lock);
+
+	return rq;
+}
+
+static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
+{
+	struct cars_data *cd = hctx->queue->elevator->elevator_data;
+
+	return READ_ONCE(cd->queued) != 0;
+}
+
+static void cars_prepare_request(struct request *rq)
+{
+	rq->elv.icq = ioc_find_get_icq(rq->q);
+	rq->elv.priv[0] = NULL;
+	rq->elv.priv[1] = NULL;
+}
+
+static void cars_finish_request(struct request *rq)
+{
+	struct cars_data *cd = rq->q->elevator->elevator_data;
+	u64 word = cars_rq_get(rq);
+	unsigned long irqflags;
+	bool held;
+
+	if (word & CARS_RQ_OWNED) {
+		struct cars_flow *f = cars_rq_flow(cd, rq);
+
+		spin_lock_irqsave(&cd->lock, irqflags);
+		WARN_ONCE(word & CARS_RQ_QUEUED,
+			  "cars: %s: request freed while queued\n",
+			  cars_disk_name(cd));
+		if (cars_release(cd, rq)) {
+			f->completed++;
+			cd->counts.completed++;
+		}
+		held = cars_take_held(cd);
+		spin_unlock_irqrestore(&cd->lock, irqflags);
+		cars_kick(cd, held);
+	}
+	rq->elv.priv[0] = NULL;
+	rq->elv.priv[1] = NULL;
+	if (rq->elv.icq) {
+		put_io_context(rq->elv.icq->ioc);
+		rq->elv.icq = NULL;
+	}
+}
+
+static void cars_requeue_request(struct request *rq)
+{
+	struct cars_data *cd = rq->q->elevator->elevator_data;
+	unsigned long irqflags;
+	bool held = false;
+
+	if (!(cars_rq_get(rq) & CARS_RQ_OWNED))
+		return;
+	spin_lock_irqsave(&cd->lock, irqflags);
+	if (cars_rq_get(rq) & CARS_RQ_PLACED) {
+		cd->counts.requeued++;
+		/*
+		 * A request the driver prepared (RQF_DONTPREP, NVMe) goes
+		 * back to the driver from hctx->dispatch, not through CARS:
+		 * it keeps its slot and dies until it finishes.
+		 */
+		if (!(rq->rq_flags & RQF_DONTPREP) &&
+		    cars_release(cd, rq))
+			held = cars_take_held(cd);
+	}
+	spin_unlock_irqrestore(&cd->lock, irqflags);
+	cars_kick(cd, held);
+}
+
+static enum hrtimer_restart cars_timer_fn(struct hrtimer *timer)
+{
+	struct cars_data *cd = container_of(timer, struct cars_data, timer);
+	unsigned long irqflags;
+	bool held;
+
+	spin_lock_irqsave(&cd->lock, irqflags);
+	cd->timer_at = 0;
+	held = cars_take_held(cd);
+	spin_unlock_irqrestore(&cd->lock, irqflags);
+	cars_kick(cd, held);
+	return HRTIMER_NORESTART;
+}
+
+/* Merging: back merges through the elevator hash. */
+
+static bool cars_allow_merge(struct request_queue *q, struct request *rq,
+			     struct bio *bio)
+{
+	struct cars_data *cd = q->elevator->elevator_data;
+
+	lockdep_assert_held(&cd->lock);
+
+	return cars_rq_get(rq) & CARS_RQ_QUEUED;
+}
+
+/* @next was merged into @rq and will be freed. */
+static void cars_requests_merged(struct request_queue *q, struct request *rq,
+				 struct request *next)
+{
+	struct cars_data *cd = q->elevator->elevator_data;
+
+	lockdep_assert_held(&cd->lock);
+
+	/* only a prepared request's priv is ours */
+	if (!compat_rq_elv_finish(next))
+		return;
+	/* keep the earlier queue time: the older request's hold */
+	if (cars_rq_time(next) && cars_rq_time(next) < cars_rq_time(rq))
+		rq->elv.priv[0] = next->elv.priv[0];
+	if (cars_rq_get(next) & CARS_RQ_QUEUED) {
+		cars_remove_request(cd, cars_rq_flow(cd, next), next);
+		cars_rq_put(next, 0);
+		cd->counts.merged++;
+	}
+}
+
+static bool cars_bio_merge(struct request_queue *q, struct bio *bio,
+			   unsigned int nr_segs)
+{
+	struct cars_data *cd = q->elevator->elevator_data;
+	struct request *free = NULL;
+	bool ret;
+
+	if (!READ_ONCE(cd->queued))
+		return false;
+	spin_lock_irq(&cd->lock);
+	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
+	spin_unlock_irq(&cd->lock);
+
+	if (free)
+		blk_mq_free_request(free);
+	return ret;
+}
+
+static void cars_init_icq(struct io_cq *icq)
+{
+	struct cars_icq *ci = container_of(icq, struct cars_icq, icq);
+
+	cars_flow_init(&ci->flow, current->pid);
+}
+
+static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
+{
+	struct cars_params params;
+	struct elevator_queue *eq;
+	struct cars_data *cd;
+
+	eq = compat_elevator_alloc(q, arg);
+	if (!eq)
+		return -ENOMEM;
+	cd = kzalloc_node(sizeof(*cd), GFP_KERNEL, q->node);
+	if (!cd)
+		goto fail;
+	cd->map_mem = kvmalloc_node(cars_map_bytes(CARS_MAP_CHUNKS), GFP_KERNEL,
+				    q->node);
+	cd->cmt_mem = kvmalloc_node(cars_lru_bytes(CARS_MAX_CMT), GFP_KERNEL,
+				    q->node);
+	if (!cd->map_mem || !cd->cmt_mem)
+		goto fail;
+
+	cd->q = q;
+	spin_lock_init(&cd->lock);
+	cars_flow_init(&cd->anon, 0);
+	INIT_LIST_HEAD(&cd->rr);
+	INIT_LIST_HEAD(&cd->bypass);
+	compat_hrtimer_setup(&cd->timer, cars_timer_fn, CLOCK_MONOTONIC,
+			     HRTIMER_MODE_ABS);
+	cd->nr_dies = CARS_DEFAULT_DIES;
+	cd->page_kb = CARS_DEFAULT_PAGE_KB;
+	cd->read_us = CARS_DEFAULT_READ_US;
+	cd->write_us = CARS_DEFAULT_WRITE_US;
+	cd->erase_us = CARS_DEFAULT_ERASE_US;
+	cd->depth = CARS_DEFAULT_DIES;
+	cd->throttle_size = CARS_DEFAULT_THROTTLE;
+	cd->max_hold_us = CARS_DEFAULT_MAX_HOLD_US;
+	cd->filter = 1;
+	cd->cmt_regions = 0;
+	cd->cmt_region_kb = CARS_DEFAULT_CMT_REGION_KB;
+	params = cars_params_of(cd);
+	cars_init(&cd->s, &params, cd->die, cd->map_mem, CARS_MAP_CHUNKS,
+		  cd->cmt_mem, cd->cmt_regions);
+
+	eq->elevator_data = cd;
+	blk_queue_flag_set(QUEUE_FLAG_SQ_SCHED, q);
+	q->elevator = eq;
+	return 0;
+fail:
+	if (cd) {
+		kvfree(cd->map_mem);
+		kvfree(cd->cmt_mem);
+		kfree(cd);
+	}
+	compat_elevator_put(eq);
+	return -ENOMEM;
+}
+
+/* The queue is frozen: nothing may be queued or in flight. */
+static void cars_exit_sched(struct elevator_queue *e)
+{
+	struct cars_data *cd = e->elevator_data;
+
+	hrtimer_cancel(&cd->timer);
+	WARN_ONCE(cd->queued || cd->inflight,
+		  "cars: %s: %u queued, %u in flight at exit\n",
+		  cars_disk_name(cd), cd->queued, cd->inflight);
+	kvfree(cd->map_mem);
+	kvfree(cd->cmt_mem);
+	kfree(cd);
+}
+
+/* sysfs: /sys/block/<dev>/queue/iosched/, parsed by iosched_parse_uint(). */
+
+static ssize_t cars_show(struct elevator_queue *e, char *page,
+			 unsigned int *var)
+{
+	struct cars_data *cd = e->elevator_data;
+	unsigned int val;
+
+	spin_lock_irq(&cd->lock);
+	val = *var;
+	spin_unlock_irq(&cd->lock);
+	return sysfs_emit(page, "%u\n", val);
+}
+
+/*
+ * Store a tunable in [@min, @max] and apply it (see cars_apply()); the
+ * change may release held requests, so the queues run afterwards.
+ */
+static ssize_t cars_store(struct elevator_queue *e, const char *page,
+			  size_t count, unsigned int *var, unsigned int min,
+			  unsigned int max, bool geometry, bool cache)
+{
+	struct cars_data *cd = e->elevator_data;
+	unsigned int val;
+
+	if (iosched_parse_uint(page, count, min, max, &val))
+		return -EINVAL;
+	spin_lock_irq(&cd->lock);
+	if (*var != val) {
+		*var = val;
+		cars_apply(cd, geometry, cache);
+	}
+	spin_unlock_irq(&cd->lock);
+	blk_mq_run_hw_queues(cd->q, true);
+	return count;
+}
+
+/* @var: the tunable, an lvalue in terms of "cd" (as in FlashFQ). */
+#define CARS_SHOW(name, var)						\
+static ssize_t cars_##name##_show(struct elevator_queue *e, char *page)	\
+{									\
+	struct cars_data *cd = e->elevator_data;			\
+									\
+	return cars_show(e, page, &(var));				\
+}
+
+#define CARS_STORE(name, var, min, max, geometry, cache)		\
+static ssize_t cars_##name##_store(struct elevator_queue *e,		\
+				   const char *page, size_t count)	\
+{									\
+	struct cars_data *cd = e->elevator_data;			\
+									\
+	return cars_store(e, page, count, &(var), min, max,		\
+			  geometry, cache);				\
+}
+
+CARS_SHOW(nr_dies, cd->nr_dies);
+CARS_STORE(nr_dies, cd->nr_dies, 1, CARS_MAX_DIES, true, false);
+CARS_SHOW(page_kb, cd->page_kb);
+CARS_SHOW(read_us, cd->read_us);
+CARS_STORE(read_us, cd->read_us, 1, CARS_MAX_OP_US, false, false);
+CARS_SHOW(write_us, cd->write_us);
+CARS_STORE(write_us, cd->write_us, 1, CARS_MAX_OP_US, false, false);
+CARS_SHOW(erase_us, cd->erase_us);
+CARS_STORE(erase_us, cd->erase_us, 1, CARS_MAX_OP_US, false, false);
+CARS_SHOW(throttle_size, cd->throttle_size);
+CARS_STORE(throttle_size, cd->throttle_size, 0, CARS_MAX_THROTTLE, false, false);
+CARS_SHOW(max_hold_us, cd->max_hold_us);
+CARS_STORE(max_hold_us, cd->max_hold_us, 0, CARS_MAX_HOLD_US, false, false);
+CARS_SHOW(filter, cd->filter);
+CARS_STORE(filter, cd->filter, 0, 1, false, false);
+CARS_SHOW(cmt_regions, cd->cmt_regions);
+CARS_STORE(cmt_regions, cd->cmt_regions, 0, CARS_MAX_CMT, false, true);
+CARS_SHOW(cmt_region_kb, cd->cmt_region_kb);
+CARS_STORE(cmt_region_kb, cd->cmt_region_kb, 4, CARS_MAX_REGION_KB, false, true);
+#undef CARS_SHOW
+#undef CARS_STORE
+
+static ssize_t cars_page_kb_store(struct elevator_queue *e, const char *page,
+				  size_t count)
+{
+	struct cars_data *cd = e->elevator_data;
+	unsigned int val;
+
+	if (iosched_parse_uint(page, count, 1, CARS_MAX_PAGE_KB, &val) ||
+	    !is_power_of_2(val))
+		return -EINVAL;
+	return cars_store(e, page, count, &cd->page_kb, 1, CARS_MAX_PAGE_KB,
+			  true, false);
+}
+
+/* depth shows the depth in force (clamped to nr_requests), as K2 does. */
+static ssize_t cars_depth_show(struct elevator_queue *e, char *page)
+{
+	struct cars_data *cd = e->elevator_data;
+	u32 depth;
+
+	spin_lock_irq(&cd->lock);
+	depth = cars_cur_depth(cd);
+	spin_unlock_irq(&cd->lock);
+	return sysfs_emit(page, "%u\n", depth);
+}
+
+static ssize_t cars_depth_store(struct elevator_queue *e, const char *page,
+				size_t count)
+{
+	struct cars_data *cd = e->elevator_data;
+	unsigned int max = min_t(unsigned long, READ_ONCE(cd->q->nr_requests),
+				 CARS_MAX_DEPTH);
+
+	return cars_store(e, page, count, &cd->depth, 1, max, false, false);
+}
+
+#define CARS_ATTR(name) __ATTR(name, 0644, cars_##name##_show, cars_##name##_store)
+
+static struct elv_fs_entry cars_attrs[] = {
+	CARS_ATTR(nr_dies),
+	CARS_ATTR(page_kb),
+	CARS_ATTR(read_us),
+	CARS_ATTR(write_us),
+	CARS_ATTR(erase_us),
+	CARS_ATTR(depth),
+	CARS_ATTR(throttle_size),
+	CARS_ATTR(max_hold_us),
+	CARS_ATTR(filter),
+	CARS_ATTR(cmt_regions),
+	CARS_ATTR(cmt_region_kb),
+	__ATTR_NULL
+};
+
+#undef CARS_ATTR
+
+/* debugfs: /sys/kernel/debug/block/<dev>/sched/ */
+#ifdef CONFIG_BLK_DEBUG_FS
+
+static const char *const cars_state_name[] = {
+	[CARS_DIE_IDLE] = "idle",
+	[CARS_DIE_READ] = "read",
+	[CARS_DIE_PROGRAM] = "program",
+	[CARS_DIE_ERASE] = "erase",
+};
+
+static int cars_dbg_dies_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct cars_data *cd = q->elevator->elevator_data;
+	u64 now;
+	u32 i;
+
+	spin_lock_irq(&cd->lock);
+	now = ktime_get_ns();
+	for (i = 0; i < cd->s.p.nr_dies; i++) {
+		const struct cars_die *d = &cd->die[i];
+		enum cars_die_state st = cars_die_state(d, now);
+
+		seq_printf(m, "die %u %s left_ns %llu requests %u\n", i,
+			   cars_state_name[st],
+			   st == CARS_DIE_IDLE ? 0 : d->busy_until - now,
+			   d->nreq);
+	}
+	spin_unlock_irq(&cd->lock);
+	return 0;
+}
+
+static int cars_dbg_counters_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct cars_data *cd = q->elevator->elevator_data;
+	struct cars_counts c;
+	struct cars_stats st;
+	u32 wp;
+
+	spin_lock_irq(&cd->lock);
+	c = cd->counts;
+	st = cd->s.st;
+	wp = cd->s.wp;
+	spin_unlock_irq(&cd->lock);
+	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nheld_depth %llu\nheld_conflict %llu\n",
+		   c.dispatched, c.completed, c.requeued, c.merged, c.bypassed,
+		   c.held_depth, c.held_conflict);
+	seq_printf(m, "skip_die_busy %llu\nskip_cmt_miss %llu\nskip_throttle %llu\nthrottle_events %llu\nforced %llu\n",
+		   st.skips[CARS_SKIP_DIE_BUSY], st.skips[CARS_SKIP_CMT_MISS],
+		   st.skips[CARS_SKIP_THROTTLE], st.throttle_events, st.forced);
+	seq_printf(m, "map_hits %llu\nmap_misses %llu\nmap_evictions %llu\ncmt_misses %llu\nwrite_pointer %u\n",
+		   st.map_hits, st.map_misses, st.map_evictions, st.cmt_misses,
+		   wp);
+	return 0;
+}
+
+static int cars_dbg_inflight_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct cars_data *cd = q->elevator->elevator_data;
+	unsigned int n;
+
+	spin_lock_irq(&cd->lock);
+	n = cd->inflight;
+	spin_unlock_irq(&cd->lock);
+	seq_printf(m, "%u\n", n);
+	return 0;
+}
+
+static int cars_dbg_queued_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct cars_data *cd = q->elevator->elevator_data;
+
+	seq_printf(m, "%u\n", READ_ONCE(cd->queued));
+	return 0;
+}
+
+static int cars_dbg_flows_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct cars_data *cd = q->elevator->elevator_data;
+	struct cars_flow *f;
+
+	spin_lock_irq(&cd->lock);
+	list_for_each_entry(f, &cd->rr, rr_node)
+		seq_printf(m, "pid %d queued %u dispatched %llu completed %llu\n",
+			   f->pid, f->queued, f->dispatched, f->completed);
+	spin_unlock_irq(&cd->lock);
+	return 0;
+}
+
+static int cars_dbg_queue_list_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct cars_data *cd = q->elevator->elevator_data;
+	struct cars_flow *f;
+	struct request *rq;
+
+	spin_lock_irq(&cd->lock);
+	list_for_each_entry(rq, &cd->bypass, queuelist) {
+		seq_puts(m, "bypass ");
+		__blk_mq_debugfs_rq_show(m, rq);
+		seq_putc(m, '\n');
+	}
+	list_for_each_entry(f, &cd->rr, rr_node) {
+		list_for_each_entry(rq, &f->fifo, queuelist) {
+			seq_printf(m, "flow %d ", f->pid);
+			__blk_mq_debugfs_rq_show(m, rq);
+			seq_putc(m, '\n');
+		}
+	}
+	spin_unlock_irq(&cd->lock);
+	return 0;
+}
+
+static const struct blk_mq_debugfs_attr cars_queue_debugfs_attrs[] = {
+	{"dies", 0400, cars_dbg_dies_show},
+	{"counters", 0400, cars_dbg_counters_show},
+	{"inflight", 0400, cars_dbg_inflight_show},
+	{"queued", 0400, cars_dbg_queued_show},
+	{"flows", 0400, cars_dbg_flows_show},
+	{"queue_list", 0400, cars_dbg_queue_list_show},
+	{},
+};
+
+#endif /* CONFIG_BLK_DEBUG_FS */
+
+static struct elevator_type cars_sched_type = {
+	.ops = {
+		.init_sched		= cars_init_sched,
+		.exit_sched		= cars_exit_sched,
+		.insert_requests	= cars_insert_requests,
+		.dispatch_request	= cars_dispatch_request,
+		.has_work		= cars_has_work,
+		.prepare_request	= cars_prepare_request,
+		.finish_request		= cars_finish_request,
+		.requeue_request	= cars_requeue_request,
+		.allow_merge		= cars_allow_merge,
+		.bio_merge		= cars_bio_merge,
+		.requests_merged	= cars_requests_merged,
+		.init_icq		= cars_init_icq,
+	},
+	.icq_size = sizeof(struct cars_icq),
+	.icq_align = __alignof__(struct cars_icq),
+#ifdef CONFIG_BLK_DEBUG_FS
+	.queue_debugfs_attrs = cars_queue_debugfs_attrs,
+#endif
+	.elevator_attrs = cars_attrs,
+	.elevator_name = "cars",
+	.elevator_owner = THIS_MODULE,
+};
+
+static int __init cars_init_module(void)
+{
+	return elv_register(&cars_sched_type);
+}
+
+static void __exit cars_exit_module(void)
+{
+	elv_unregister(&cars_sched_type);
+}
+
+module_init(cars_init_module);
+module_exit(cars_exit_module);
+
+MODULE_AUTHOR("ssd-iosched project");
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("CARS I/O scheduler: host-side conflict-aware dispatch around busy flash dies");
