@@ -30,6 +30,9 @@
  *   cmt_regions	0..CARS_MAX_CMT, default 0 (off): mapping-cache
  *			regions the scheduler assumes the device caches.
  *   cmt_region_kb	4..1048576, default 2048: one region, KiB.
+ *   write_pointer	0..nr_dies - 1: the die the next written page is
+ *			predicted on; set it from the device when the
+ *			device was written without CARS (ssdsim: write_die).
  * Changing nr_dies or page_kb forgets the die states and the record of
  * writes; changing cmt_regions or cmt_region_kb empties the cache model.
  * debugfs, /sys/kernel/debug/block/<dev>/sched/: dies (per die: predicted
@@ -794,6 +797,41 @@ static ssize_t cars_page_kb_store(struct elevator_queue *e, const char *page,
 			  true, false);
 }
 
+/*
+ * write_pointer: the die CARS predicts the next written page goes to.  It
+ * starts at 0 and follows the writes CARS dispatches; a device written
+ * otherwise (before CARS, or by requests that bypass it) is out of step
+ * until this is set from the device (ssdsim: its write_die).
+ */
+static ssize_t cars_write_pointer_show(struct elevator_queue *e, char *page)
+{
+	struct cars_data *cd = e->elevator_data;
+	u32 wp;
+
+	spin_lock_irq(&cd->lock);
+	wp = cd->s.wp;
+	spin_unlock_irq(&cd->lock);
+	return sysfs_emit(page, "%u\n", wp);
+}
+
+static ssize_t cars_write_pointer_store(struct elevator_queue *e,
+					const char *page, size_t count)
+{
+	struct cars_data *cd = e->elevator_data;
+	unsigned int val;
+	int ret = -EINVAL;
+
+	if (iosched_parse_uint(page, count, 0, CARS_MAX_DIES - 1, &val))
+		return -EINVAL;
+	spin_lock_irq(&cd->lock);
+	if (val < cd->nr_dies) {
+		cd->s.wp = val;
+		ret = count;
+	}
+	spin_unlock_irq(&cd->lock);
+	return ret;
+}
+
 /* depth shows the depth in force (clamped to nr_requests), as K2 does. */
 static ssize_t cars_depth_show(struct elevator_queue *e, char *page)
 {
@@ -830,6 +868,7 @@ static struct elv_fs_entry cars_attrs[] = {
 	CARS_ATTR(filter),
 	CARS_ATTR(cmt_regions),
 	CARS_ATTR(cmt_region_kb),
+	CARS_ATTR(write_pointer),
 	__ATTR_NULL
 };
 

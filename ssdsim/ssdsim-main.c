@@ -484,6 +484,25 @@ static ssize_t stored_pages_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(stored_pages);
 
+/*
+ * The die the next page written goes to (writes are allocated to the dies
+ * round-robin): what a host-side scheduler predicting dies (cars's
+ * write_pointer) must start from.
+ */
+static ssize_t write_die_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct ssdsim_dev *sd = ssdsim_from_dev(dev);
+	unsigned long flags;
+	u32 d;
+
+	spin_lock_irqsave(&sd->lock, flags);
+	d = sd->model.next_die;
+	spin_unlock_irqrestore(&sd->lock, flags);
+	return sysfs_emit(buf, "%u\n", d);
+}
+static DEVICE_ATTR_RO(write_die);
+
 /* Statistics: a snapshot under the lock. */
 #define SSDSIM_STAT_ATTR(name, expr)					\
 static ssize_t name##_show(struct device *dev,				\
@@ -632,6 +651,7 @@ static struct attribute *ssdsim_attrs[] = {
 	&dev_attr_die_erases.attr,
 	&dev_attr_channel_busy_ns.attr,
 	&dev_attr_stored_pages.attr,
+	&dev_attr_write_die.attr,
 	NULL,
 };
 

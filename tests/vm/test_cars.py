@@ -60,13 +60,11 @@ def _stat(g: Guest, name: str) -> int:
 def _run_mixed(g: Guest, filt: int, seconds: int) -> tuple[float, int, int, dict[str, int]]:
     """Share of reads delayed behind a program, reads, IOPS, counters.
 
-    On a freshly loaded ssdsim: its write pointer then is at die 0, where
-    CARS's starts (CARS cannot see a device's write pointer; writes that
-    did not pass through it put the two out of step)."""
-    g.sh(f"rmmod ssdsim && modprobe ssdsim time_scale={TIME_SCALE} write_buffer_kb=0 "
-         f"&& test -b /dev/{DEV}")
+    CARS's write pointer is set from ssdsim's (write_die): the first run's
+    writes moved ssdsim's, and CARS, selected afresh, starts at die 0."""
     g.select(DEV, SCHED)
     _calibrate(g)
+    g.set_attr(DEV, "write_pointer", _stat(g, "write_die"))
     g.set_attr(DEV, "filter", filt)
     d0, r0 = _stat(g, "reads_delayed"), _stat(g, "host_read_pages")
     res = g.fio(MIXED.format(t=seconds), timeout=300)
@@ -115,6 +113,9 @@ def test_sysfs_geometry_and_depth(cars: Guest) -> None:
     g.set_attr(DEV, "page_kb", 16)
     assert g.attr(DEV, "write_us") == "1234"
     assert len(g.sh(f"cat /sys/kernel/debug/block/{DEV}/sched/dies").splitlines()) == 16
+    assert g.run(f"echo 16 > {base}/write_pointer").rc != 0
+    g.set_attr(DEV, "write_pointer", 15)
+    assert g.attr(DEV, "write_pointer") == "15"
     nr = int(g.sh(f"cat /sys/block/{DEV}/queue/nr_requests"))
     g.set_attr(DEV, "depth", nr)
     assert g.attr(DEV, "depth") == str(nr)
