@@ -109,6 +109,9 @@
 #include "iosched-sysfs.h"
 #include "cars-core.h"
 
+#define CREATE_TRACE_POINTS
+#include <trace/events/cars.h>
+
 /* Flows a pick looks at, from the head of the round-robin list. */
 #define CARS_SCAN		32
 /* Chunks of the record of writes: 4096 x 256 pages, 4 GiB at 4 KiB. */
@@ -333,6 +336,7 @@ static bool cars_release(struct cars_data *cd, struct request *rq)
 		      cars_disk_name(cd)))
 		return true;
 	cd->inflight--;
+	trace_cars_complete(rq, pl.die, pl.ndies, cd->inflight);
 	return true;
 }
 
@@ -462,6 +466,13 @@ static struct request *__cars_dispatch_request(struct cars_data *cd)
 	now = ktime_get_ns();
 	c = cars_pick(&cd->s, cd->heads, n, now);
 	cars_count_pick(&cd->s, &c);
+	if (c.first_skip != CARS_NONE)
+		trace_cars_skip(cd->q, cd->head_flow[c.first_skip]->pid,
+				c.first_reason, c.first_die,
+				c.skipped[CARS_SKIP_DIE_BUSY] +
+				c.skipped[CARS_SKIP_CMT_MISS] +
+				c.skipped[CARS_SKIP_THROTTLE],
+				c.idx != CARS_NONE);
 	if (c.idx == CARS_NONE) {
 		cd->counts.held_conflict++;
 		__set_bit(CARS_HELD, &cd->flags);
@@ -482,6 +493,8 @@ static struct request *__cars_dispatch_request(struct cars_data *cd)
 	cd->inflight++;
 	f->dispatched++;
 	cd->counts.dispatched++;
+	trace_cars_dispatch(rq, f->pid, pl.die, pl.ndies, pl.op, c.forced,
+			    c.cmt_miss, cd->inflight);
 	return rq;
 }
 

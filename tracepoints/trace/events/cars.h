@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Trace system "cars": the CARS scheduler's request life cycle and its
+ * die predictions.
+ *
+ * A request is identified while it lives by (dev, hctx, tag), as in the
+ * "k2" system.  flow: the pid that created the request's I/O context (0:
+ * requests with none).  die, ndies: the first predicted die and how many
+ * consecutive dies the request occupies (cars-host/cars-core.h); op: 0
+ * read, 1 write, 2 erase (a discard).  Times are ns.
+ */
+#undef TRACE_SYSTEM
+#define TRACE_SYSTEM cars
+
+#if !defined(_TRACE_CARS_H) || defined(TRACE_HEADER_MULTI_READ)
+#define _TRACE_CARS_H
+
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/blktrace_api.h>
+#include <linux/tracepoint.h>
+
+#define CARS_RWBS_LEN	8
+
+/* A request left for the device, placed on its predicted dies. */
+TRACE_EVENT(cars_dispatch,
+
+	TP_PROTO(struct request *rq, pid_t flow, u32 die, u32 ndies, u32 op,
+		 bool forced, bool cmt_miss, u32 inflight),
+
+	TP_ARGS(rq, flow, die, ndies, op, forced, cmt_miss, inflight),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(sector_t,	sector)
+		__field(unsigned int,	nr_sector)
+		__field(unsigned int,	hctx)
+		__field(int,		tag)
+		__array(char,		rwbs,	CARS_RWBS_LEN)
+		__field(pid_t,		flow)
+		__field(u32,		die)
+		__field(u32,		ndies)
+		__field(u32,		op)
+		__field(bool,		forced)
+		__field(bool,		cmt_miss)
+		__field(u32,		inflight)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(rq->q->disk);
+		__entry->sector = blk_rq_pos(rq);
+		__entry->nr_sector = blk_rq_sectors(rq);
+		__entry->hctx = rq->mq_hctx->queue_num;
+		__entry->tag = rq->internal_tag;
+		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+		__entry->flow = flow;
+		__entry->die = die;
+		__entry->ndies = ndies;
+		__entry->op = op;
+		__entry->forced = forced;
+		__entry->cmt_miss = cmt_miss;
+		__entry->inflight = inflight;
+	),
+
+	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d die=%u ndies=%u op=%u forced=%d cmt_miss=%d inflight=%u",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
+		  __entry->tag, __entry->rwbs,
+		  (unsigned long long)__entry->sector, __entry->nr_sector,
+		  __entry->flow, __entry->die, __entry->ndies, __entry->op,
+		  __entry->forced, __entry->cmt_miss, __entry->inflight)
+);
+
+/* A dispatched request finished (or was given back): its dies free. */
+TRACE_EVENT(cars_complete,
+
+	TP_PROTO(struct request *rq, u32 die, u32 ndies, u32 inflight),
+
+	TP_ARGS(rq, die, ndies, inflight),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(unsigned int,	hctx)
+		__field(int,		tag)
+		__field(u32,		die)
+		__field(u32,		ndies)
+		__field(u32,		inflight)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(rq->q->disk);
+		__entry->hctx = rq->mq_hctx->queue_num;
+		__entry->tag = rq->internal_tag;
+		__entry->die = die;
+		__entry->ndies = ndies;
+		__entry->inflight = inflight;
+	),
+
+	TP_printk("%d,%d hctx=%u tag=%d die=%u ndies=%u inflight=%u",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
+		  __entry->tag, __entry->die, __entry->ndies, __entry->inflight)
+);
+
+/*
+ * A pick passed over flows' oldest requests: the first one passed over,
+ * its reason (0 die busy, 1 mapping-cache miss, 2 throttle) and predicted
+ * die, and how many heads were passed over in all; dispatched: whether the
+ * pick then dispatched another request.
+ */
+TRACE_EVENT(cars_skip,
+
+	TP_PROTO(struct request_queue *q, pid_t flow, u32 reason, u32 die,
+		 u32 skipped, bool dispatched),
+
+	TP_ARGS(q, flow, reason, die, skipped, dispatched),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(pid_t,		flow)
+		__field(u32,		reason)
+		__field(u32,		die)
+		__field(u32,		skipped)
+		__field(bool,		dispatched)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(q->disk);
+		__entry->flow = flow;
+		__entry->reason = reason;
+		__entry->die = die;
+		__entry->skipped = skipped;
+		__entry->dispatched = dispatched;
+	),
+
+	TP_printk("%d,%d flow=%d reason=%u die=%u skipped=%u dispatched=%d",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->flow,
+		  __entry->reason, __entry->die, __entry->skipped,
+		  __entry->dispatched)
+);
+
+#endif /* _TRACE_CARS_H */
+
+/* This part must be outside protection */
+#include <trace/define_trace.h>
