@@ -1,5 +1,17 @@
-"""python3 -m bench calibrate flashfq --device DEV: FlashFQ's cost model
-measured on the device and written to its tunables.
+"""python3 -m bench calibrate flashfq|cars --device DEV: a scheduler's model
+of the device, written to its tunables.
+
+cars: the geometry and timing of an ssdsim disk, read from its sysfs
+(/sys/block/ssdsimN/ssdsim/, nothing written to the device): nr_dies and
+page_kb as ssdsim's, read_us = (read_ns + xfer_ns) x time_scale, write_us =
+(program_ns + xfer_ns) x time_scale, erase_us = erase_ns x time_scale (in
+us), depth = dies, max_hold_us = write_us (a request is held at most one
+program), the mapping cache as ssdsim's (cmt_pages translation pages of
+page_size / 4 entries each, or off) and the write pointer at ssdsim's
+(write_die: where its next written page goes).  A real SSD publishes none
+of this: README.md, CARS, says how to choose the values by hand.
+
+flashfq: the cost model measured on the device.
 
 The four cost points (cost_read_4k_ns, cost_read_128k_ns, cost_write_4k_ns,
 cost_write_128k_ns) are the device time, in ns, of a 4 KiB and a 128 KiB
@@ -28,6 +40,7 @@ After an error or Ctrl-C the device gets its scheduler and tunables back
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -51,6 +64,97 @@ class Calibration:
 
 CALIBRATIONS = {"flashfq": Calibration("flashfq", OURS["flashfq"], flashfq.COST_POINTS,
                                        flashfq.COST_RANGE)}
+
+
+#: the schedulers `calibrate` takes
+SCHEDULERS = ("cars", *CALIBRATIONS)
+
+#: ssdsim's sysfs attributes (/sys/block/<dev>/ssdsim/) cars_tunables() reads
+SSDSIM_ATTRS = ("dies", "page_size", "read_ns", "program_ns", "erase_ns", "xfer_ns",
+                "time_scale", "cmt_pages", "write_buffer_pages", "write_die")
+#: cars-core.h's CARS_MAX_OP_US and CARS_MAX_HOLD_US, and the range of page_kb
+CARS_MAX_OP_US = 10_000_000
+CARS_MAX_HOLD_US = 1_000_000
+CARS_PAGE_KB = (1, 64)
+
+
+def cars_tunables(ss: Mapping[str, str]) -> dict[str, int]:
+    """CARS's tunables for an ssdsim disk whose sysfs attributes are @ss
+    (SSDSIM_ATTRS), in the order to write them: nr_dies and page_kb first
+    (changing them forgets the record of writes), cmt_region_kb before
+    cmt_regions, the write pointer last.  ValueError for a geometry CARS
+    cannot take."""
+    ts = int(ss["time_scale"])
+    page = int(ss["page_size"])
+    if not CARS_PAGE_KB[0] * 1024 <= page <= CARS_PAGE_KB[1] * 1024:
+        raise ValueError(f"ssdsim's page_size {page} is outside cars's page_kb range "
+                         f"{CARS_PAGE_KB[0]}-{CARS_PAGE_KB[1]} KiB")
+
+    def us(ns: int) -> int:
+        return max(1, min(CARS_MAX_OP_US, round(ns * ts / 1000)))
+
+    dies = int(ss["dies"])
+    write_us = us(int(ss["program_ns"]) + int(ss["xfer_ns"]))
+    out = {"nr_dies": dies, "page_kb": page // 1024,
+           "read_us": us(int(ss["read_ns"]) + int(ss["xfer_ns"])), "write_us": write_us,
+           "erase_us": us(int(ss["erase_ns"])), "depth": dies,
+           "max_hold_us": min(CARS_MAX_HOLD_US, write_us)}
+    cmt = int(ss["cmt_pages"])
+    if cmt:
+        out["cmt_region_kb"] = page // 4 * page // 1024
+    out["cmt_regions"] = cmt
+    out["write_pointer"] = int(ss["write_die"]) % dies
+    return out
+
+
+def read_ssdsim(target: Target, dev: str) -> dict[str, str]:
+    """SSDSIM_ATTRS of ssdsim disk /dev/@dev."""
+    d = f"{devmod.SYS}/{dev}/ssdsim"
+    out = target.check(f"cd {d} && for f in {' '.join(SSDSIM_ATTRS)}; do "
+                       "printf '%s=%s\\n' $f \"$(cat $f)\"; done",
+                       what=f"reading {d}").splitlines()
+    got = dict(ln.split("=", 1) for ln in out if "=" in ln)
+    missing = [a for a in SSDSIM_ATTRS if not got.get(a, "").strip().isdigit()]
+    if missing:
+        raise DeviceError(f"{d} lacks {', '.join(missing)} (an older ssdsim?)")
+    return got
+
+
+def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout) -> dict[str, str]:
+    """Select cars on ssdsim disk @device (loading its module), write the
+    tunables that match the disk (cars_tunables), read them back; those."""
+    dev = devmod.resolve(target, device)
+    info = devmod.info(target, dev)
+    if info.kind != "ssdsim":
+        raise DeviceError(f"calibrate cars reads the geometry and timing of an ssdsim disk; "
+                          f"/dev/{dev} is {info.kind} ({info.model}): choose cars's tunables "
+                          "by hand (README.md, CARS)")
+    ss = read_ssdsim(target, dev)
+    values = cars_tunables(ss)
+    cleanups = Cleanups(out)
+    try:
+        with sigterm_as_interrupt():
+            why = ensure_scheduler(target, dev, Sched("cars", OURS["cars"]), cleanups)
+            if why is not None:
+                raise DeviceError(f"cannot calibrate cars on /dev/{dev}: {why}")
+            cleanups.add(*restorer(target, devmod.save_state(target, dev)))
+            print(f"ssdsim /dev/{dev}: " + ", ".join(f"{a} {ss[a]}" for a in SSDSIM_ATTRS),
+                  file=out)
+            if int(ss["write_buffer_pages"]):
+                print(f"note: ssdsim buffers {ss['write_buffer_pages']} pages of writes and "
+                      "programs them as the buffer drains, later than cars predicts; load it "
+                      "with write_buffer_kb=0 for the device cars models", file=out)
+            devmod.set_scheduler(target, dev, "cars")
+            for k, v in values.items():
+                devmod.set_tunable(target, dev, k, v)
+            back = {k: devmod.read_attr(target, dev, k) for k in values}
+    except BaseException:
+        cleanups.run()
+        raise
+    print(f"{devmod.iosched_dir(dev)}/ (read back; cars stays selected):", file=out)
+    for k, v in back.items():
+        print(f"  {k} = {v}", file=out)
+    return back
 
 
 #: requests in flight while measuring, unless --iodepth says otherwise
@@ -85,7 +189,10 @@ def calibrate(target: Target, scheduler: str, device: str, destroy_data: str | N
               runtime: float = 5.0, ramp: float = 1.0, out: TextIO = sys.stdout,
               iodepth: int = IODEPTH) -> dict[str, str]:
     """Measure @scheduler's cost points on @device, write them to its
-    tunables (selecting it), read them back; the values read back."""
+    tunables (selecting it), read them back; the values read back.  cars:
+    calibrate_cars (nothing measured, the other arguments unused)."""
+    if scheduler == "cars":
+        return calibrate_cars(target, device, out)
     cal = CALIBRATIONS[scheduler]
     if runtime <= 0 or ramp < 0:
         raise ValueError("--runtime must be > 0, --ramp >= 0")

@@ -1,5 +1,5 @@
 """python3 -m bench: run benchmark suites, write reports, select K2 bounds,
-calibrate FlashFQ's cost model, and the VM demonstration."""
+calibrate FlashFQ's cost model and CARS's device model, and the VM demonstration."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +30,7 @@ examples:
   python3 -m bench select results/k2-nvme0n1-20250101-120000 --alpha 50 --beta 80
   python3 -m bench run flashfq --device /dev/nvme0n1       # FlashFQ's fairness scenarios
   python3 -m bench calibrate flashfq --device /dev/nvme0n1 # its cost model, into sysfs
+  python3 -m bench calibrate cars --vm --device ssdsim0    # ssdsim's geometry, into sysfs
   python3 -m bench demo                                    # VM, short suites, reports
 
 The suites write to the raw device: a device with partitions, a file-system
@@ -127,10 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-build", action="store_true",
                       help="use the modules already in .build/<kernel>/")
     demo.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
-    from bench.calibrate import CALIBRATIONS, IODEPTH
+    from bench.calibrate import IODEPTH, SCHEDULERS
     cal = sub.add_parser(
-        "calibrate", help="measure FlashFQ's cost model on a device and write it to flashfq's "
-        "tunables", description="Measure the scheduler's four cost points on the device: the "
+        "calibrate", help="write a scheduler's model of the device to its tunables: flashfq's "
+        "cost model (measured) or cars's geometry and timing (read from ssdsim)",
+        description="flashfq: measure the scheduler's four cost points on the device: the "
         "device time (ns) of a 4 KiB and a 128 KiB random read and write, i.e. fio's mean "
         "completion latency one request at a time (psync, direct I/O; with --iodepth N, "
         "io_uring with N in flight, the latency over N), under none, reads first, the write "
@@ -139,9 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
         "cost_read_4k_ns, cost_read_128k_ns, cost_write_4k_ns and cost_write_128k_ns, read "
         "them back and print them. The writes go to the raw device: like `run`, a device "
         "holding data is refused unless --destroy-data names it again. After an error or "
-        "Ctrl-C the device gets its scheduler and tunables back.")
-    cal.add_argument("scheduler", choices=sorted(CALIBRATIONS),
-                     help="the scheduler whose cost model to measure: flashfq")
+        "Ctrl-C the device gets its scheduler and tunables back. "
+        "cars: read an ssdsim disk's geometry and timing from its sysfs (nothing is written "
+        "to the device; --runtime, --ramp and --iodepth do not apply), select cars and write "
+        "nr_dies, page_kb, read_us, write_us, erase_us, depth, max_hold_us, the mapping cache "
+        "and the write pointer to match (bench/calibrate.py); on a real SSD choose them by "
+        "hand (README.md, CARS).")
+    cal.add_argument("scheduler", choices=SCHEDULERS,
+                     help="the scheduler whose model to write: " + ", ".join(SCHEDULERS))
     _device(cal)
     cal.add_argument("--runtime", type=float, default=5.0,
                      help="seconds per cost point (default 5)")

@@ -82,7 +82,7 @@ static inline u32 cars_mod64(u64 a, u32 b)
 #define CARS_NONE		U32_MAX
 #define CARS_MAX_DIES		255U	/* a die fits a byte of struct cars_map */
 #define CARS_MAX_PAGE_KB	64U
-#define CARS_MAX_OP_US		100000U	/* 100 ms */
+#define CARS_MAX_OP_US		10000000U	/* 10 s, as ssdsim's longest */
 #define CARS_MAX_DEPTH		1024U
 #define CARS_MAX_THROTTLE	1024U
 #define CARS_MAX_HOLD_US	1000000U	/* 1 s */

@@ -14,9 +14,9 @@
  * changes nothing):
  *   nr_dies		1..255, default 8: flash dies of the device.
  *   page_kb		1..64, a power of two, default 4: flash page, KiB.
- *   read_us		1..100000, default 60: one page read (tR), us.
- *   write_us		1..100000, default 600: one page program, us.
- *   erase_us		1..100000, default 3000: die time of a discard, us.
+ *   read_us		1..10000000, default 60: one page read (tR), us.
+ *   write_us		1..10000000, default 600: one page program, us.
+ *   erase_us		1..10000000, default 3000: die time of a discard, us.
  *   depth		1..1024, default nr_dies at start: requests in the
  *			device at once; in force clamped to nr_requests.
  *   throttle_size	0..1024, default 4: consecutive dispatches from one

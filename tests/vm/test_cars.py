@@ -8,12 +8,15 @@ given ssdsim's geometry and timing (8 dies, 4 KiB pages, time_scale 20:
 read 1 ms + 0.2 ms transfer, program 10 ms + 0.2 ms)."""
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 
 import pytest
 
 from bench import fio
+from bench.calibrate import calibrate_cars
+from bench.target import VMTarget
 from conftest import Guest
 from tracing import ftrace_record
 
@@ -49,10 +52,13 @@ def _counters(g: Guest) -> dict[str, int]:
 
 
 def _calibrate(g: Guest) -> None:
-    for name, value in (("nr_dies", DIES), ("page_kb", 4), ("read_us", READ_US),
-                        ("write_us", WRITE_US), ("depth", DIES),
-                        ("max_hold_us", WRITE_US)):
-        g.set_attr(DEV, name, value)
+    """`bench calibrate cars`'s work (selects cars), checked against
+    ssdsim's documented defaults."""
+    back = calibrate_cars(VMTarget(g.vm), DEV, io.StringIO())
+    assert back == {"nr_dies": str(DIES), "page_kb": "4", "read_us": str(READ_US),
+                    "write_us": str(WRITE_US), "erase_us": str(3000 * TIME_SCALE),
+                    "depth": str(DIES), "max_hold_us": str(WRITE_US), "cmt_regions": "0",
+                    "write_pointer": str(_stat(g, "write_die"))}
 
 
 def _stat(g: Guest, name: str) -> int:
@@ -64,9 +70,7 @@ def _run_mixed(g: Guest, filt: int, seconds: int) -> tuple[float, int, int, dict
 
     CARS's write pointer is set from ssdsim's (write_die): the first run's
     writes moved ssdsim's, and CARS, selected afresh, starts at die 0."""
-    g.select(DEV, SCHED)
     _calibrate(g)
-    g.set_attr(DEV, "write_pointer", _stat(g, "write_die"))
     g.set_attr(DEV, "filter", filt)
     d0, r0 = _stat(g, "reads_delayed"), _stat(g, "host_read_pages")
     res = g.fio(MIXED.format(t=seconds), timeout=300)
@@ -167,9 +171,7 @@ def test_prediction_accuracy(cars: Guest) -> None:
     written through cars in the same run, with 4 KiB random reads and
     writes over 4 MiB (so that reads find pages written before them)."""
     g = cars
-    g.select(DEV, SCHED)
     _calibrate(g)
-    g.set_attr(DEV, "write_pointer", _stat(g, "write_die"))
     t = "/sys/kernel/tracing/events/ssdsim"
     trace = ftrace_record(g, "cars", f"""
 echo 1 > {t}/ssdsim_die_op/enable; echo 1 > {t}/ssdsim_queue/enable
