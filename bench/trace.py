@@ -2,8 +2,8 @@
 and the tracepoints' cost (the overhead suite's `--traced`).
 
 Which events: the trace system of every scheduler the suite measures that
-has one (an elevator `X` whose events are in tracefs as `events/X/`: k2
-today, flashfq and cars when they land, the kernel's kyber), `ssdsim` when
+has one (an elevator `X` whose events are in tracefs as `events/X/`: k2,
+flashfq, cars, the kernel's kyber), `ssdsim` when
 the device is ssdsim and that system exists, and whatever `--trace-events
 SYS[:EVENT],...` adds (those must exist).  Systems found later (a new
 scheduler's or ssdsim's events) are picked up without a change here.

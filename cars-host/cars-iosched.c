@@ -319,24 +319,26 @@ static void cars_kick(struct cars_data *cd, bool held)
 		blk_mq_run_hw_queues(cd->q, true);
 }
 
-/* Give back @rq's slot and die reservations, if it holds them. */
-static bool cars_release(struct cars_data *cd, struct request *rq)
+/*
+ * Give back @rq's slot and die reservations, if it holds them (true), and
+ * say where it was placed in @pl.
+ */
+static bool cars_release(struct cars_data *cd, struct request *rq,
+			 struct cars_place *pl)
 {
 	u64 word = cars_rq_get(rq);
-	struct cars_place pl;
 
 	lockdep_assert_held(&cd->lock);
 
 	if (!(word & CARS_RQ_PLACED))
 		return false;
-	pl = cars_rq_place(word);
-	cars_completed(&cd->s, &pl, ktime_get_ns());
+	*pl = cars_rq_place(word);
+	cars_completed(&cd->s, pl, ktime_get_ns());
 	cars_rq_put(rq, word & CARS_RQ_FLAGS);
 	if (WARN_ONCE(!cd->inflight, "cars: %s: in-flight count below zero\n",
 		      cars_disk_name(cd)))
 		return true;
 	cd->inflight--;
-	trace_cars_complete(rq, pl.die, pl.ndies, cd->inflight);
 	return true;
 }
 
@@ -370,7 +372,9 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 				struct list_head *free)
 {
 	struct request_queue *q = cd->q;
+	struct cars_place pl;
 	struct cars_flow *f;
+	bool at_head;
 	u64 word;
 
 	lockdep_assert_held(&cd->lock);
@@ -383,9 +387,10 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 	}
 	f = cars_rq_flow(cd, rq);
 	/* no known path inserts a request still holding a slot */
-	cars_release(cd, rq);
+	cars_release(cd, rq, &pl);
 	word = cars_rq_get(rq);
-	if (word & CARS_RQ_OWNED) {
+	at_head = word & CARS_RQ_OWNED;
+	if (at_head) {
 		/* requeued: goes first in its flow, keeps its queue time */
 		list_add(&rq->queuelist, &f->fifo);
 	} else {
@@ -404,6 +409,7 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 		list_add_tail(&f->rr_node, &cd->rr);
 	WRITE_ONCE(cd->queued, cd->queued + 1);
 	trace_block_rq_insert(rq);
+	trace_cars_insert(rq, f->pid, at_head);
 }
 
 static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
@@ -529,6 +535,7 @@ static void cars_finish_request(struct request *rq)
 	struct cars_data *cd = rq->q->elevator->elevator_data;
 	u64 word = cars_rq_get(rq);
 	unsigned long irqflags;
+	struct cars_place pl;
 	bool held;
 
 	if (word & CARS_RQ_OWNED) {
@@ -538,9 +545,11 @@ static void cars_finish_request(struct request *rq)
 		WARN_ONCE(word & CARS_RQ_QUEUED,
 			  "cars: %s: request freed while queued\n",
 			  cars_disk_name(cd));
-		if (cars_release(cd, rq)) {
+		if (cars_release(cd, rq, &pl)) {
 			f->completed++;
 			cd->counts.completed++;
+			trace_cars_complete(rq, f->pid, pl.die, pl.ndies,
+					    cd->inflight);
 		}
 		held = cars_take_held(cd);
 		spin_unlock_irqrestore(&cd->lock, irqflags);
@@ -558,7 +567,9 @@ static void cars_requeue_request(struct request *rq)
 {
 	struct cars_data *cd = rq->q->elevator->elevator_data;
 	unsigned long irqflags;
+	struct cars_place pl;
 	bool held = false;
+	bool kept;
 
 	if (!(cars_rq_get(rq) & CARS_RQ_OWNED))
 		return;
@@ -570,9 +581,11 @@ static void cars_requeue_request(struct request *rq)
 		 * back to the driver from hctx->dispatch, not through CARS:
 		 * it keeps its slot and dies until it finishes.
 		 */
-		if (!(rq->rq_flags & RQF_DONTPREP) &&
-		    cars_release(cd, rq))
+		kept = rq->rq_flags & RQF_DONTPREP;
+		if (!kept && cars_release(cd, rq, &pl))
 			held = cars_take_held(cd);
+		trace_cars_requeue(rq, cars_rq_flow(cd, rq)->pid, kept,
+				   cd->inflight);
 	}
 	spin_unlock_irqrestore(&cd->lock, irqflags);
 	cars_kick(cd, held);

@@ -18,6 +18,11 @@ task was dispatched per time window against its fair share, and counts the
 scheduler's holds, anticipations and virtual time (service_markdown(),
 service_plot()).
 
+cars's events carry the flow (the I/O context's creator, as flashfq's
+task) and the request's predicted dies; cars_markdown() counts its
+predictions per die, its skips per reason, forced dispatches, and each
+flow's requests and latency.
+
 ssdsim (the emulated SSD, not a scheduler) has its own events: requests
 (ssdsim_queue, ssdsim_complete) and the flash work of its dies
 (ssdsim_die_op, ssdsim_gc), which die_usage() sums per die.
@@ -61,7 +66,7 @@ class Request:
     requeues: int = 0
     kernel_staged_ns: int = -1
     kernel_device_ns: int = -1
-    task: int = -1                     # flashfq: the I/O context's creator
+    task: int = -1                     # flashfq task, cars flow: the I/O context's creator
 
     @property
     def staged_ns(self) -> int:
@@ -220,7 +225,7 @@ def breakdown(trace: Trace, system: str) -> Breakdown:
             if rq is None:   # a re-insert after a requeue keeps its first time
                 live[key] = Request(str(f["dev"]), int(f.get("queue", -1)), str(f["rwbs"]),
                                     int(f["sector"]), int(f["nr_sector"]), ev.ts_ns,
-                                    task=int(f.get("task", -1)))
+                                    task=int(f.get("task", f.get("flow", -1))))
         elif rq is None:
             orphans += 1
         elif kind == "dispatch":
@@ -598,6 +603,72 @@ def service_plot(svcs: dict[str, Service], outdir: Path, system: str = "flashfq"
         plt.close(fig)
         outs.append(p)
     return outs
+
+
+# -- cars: die predictions, skips and flows ---------------------------------------------
+
+#: cars_skip's reason and cars_dispatch's op (tracepoints/trace/events/cars.h)
+CARS_SKIP_REASONS = ("die busy", "mapping-cache miss", "throttle")
+CARS_OPS = ("read", "write", "erase")
+
+
+def cars_markdown(trace: Trace, bd: Breakdown) -> str:
+    """Per device: dispatches per predicted die and op, forced dispatches
+    and predicted mapping-cache misses; the picks that passed over flows'
+    heads, per reason of the first one passed over; each flow's requests
+    and latency (from @bd)."""
+    dies: dict[str, dict[int, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    disp: dict[str, Counter[str]] = defaultdict(Counter)
+    skips: dict[str, Counter[str]] = defaultdict(Counter)
+    for ev in trace.events:
+        f = ev.fields
+        dev = str(f.get("dev"))
+        if ev.name == "cars_dispatch":
+            op = int(f["op"])
+            name = CARS_OPS[op] if 0 <= op < len(CARS_OPS) else f"op {op}"
+            dies[dev][int(f["die"])][name] += 1
+            disp[dev]["dispatched"] += 1
+            disp[dev]["forced"] += int(f["forced"])
+            disp[dev]["cmt_miss"] += int(f["cmt_miss"])
+            disp[dev]["multi-die"] += int(f["ndies"]) > 1
+        elif ev.name == "cars_skip":
+            r = int(f["reason"])
+            skips[dev][CARS_SKIP_REASONS[r] if 0 <= r < len(CARS_SKIP_REASONS)
+                       else f"reason {r}"] += 1
+            skips[dev]["heads passed over"] += int(f["skipped"])
+            skips[dev]["then dispatched another"] += int(f["dispatched"])
+            skips[dev]["picks"] += 1
+    lines = ["## cars: predicted dies, skips and flows", ""]
+    for dev in sorted(set(dies) | set(skips)):
+        d, k = disp[dev], skips[dev]
+        lines += [f"### {dev}", "",
+                  f"Dispatched {d['dispatched']} request(s): {d['forced']} forced (every head "
+                  f"conflicted for max_hold_us), {d['cmt_miss']} predicted to miss the mapping "
+                  f"cache, {d['multi-die']} on more than one die. Picks that passed over a "
+                  f"flow's head: {k['picks']} ({k['heads passed over']} heads in all), "
+                  f"{k['then dispatched another']} of them dispatched another request; by the "
+                  "first head's reason: " + (", ".join(
+                      f"{r} {k[r]}" for r in CARS_SKIP_REASONS if k[r]) or "none") + ".", "",
+                  "| predicted die | " + " | ".join(CARS_OPS) + " | share of dispatches |",
+                  "|---|" + "---|" * (len(CARS_OPS) + 1)]
+        total = max(d["dispatched"], 1)
+        for die, c in sorted(dies[dev].items()):
+            lines.append(f"| {die} | " + " | ".join(str(c[o]) for o in CARS_OPS)
+                         + f" | {sum(c.values()) / total:.3f} |")
+        flows: dict[int, list[Request]] = defaultdict(list)
+        for rq in bd.requests:
+            if rq.dev == dev:
+                flows[rq.task].append(rq)
+        if flows:
+            lines += ["", "| flow | requests | staged p50 / p99 (ms) | total p50 / p99 (ms) |",
+                      "|---|---|---|---|"]
+            for pid, rqs in sorted(flows.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+                row = latencies(rqs)
+                lines.append(f"| {task_name(pid)} | {len(rqs)} | "
+                             f"{row['staged'][50.0] / 1e6:.3f} / {row['staged'][99.0] / 1e6:.3f} | "
+                             f"{row['total'][50.0] / 1e6:.3f} / {row['total'][99.0] / 1e6:.3f} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 # -- ssdsim: the emulated SSD's dies and requests ----------------------------------------

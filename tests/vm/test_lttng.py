@@ -1,4 +1,4 @@
-"""K2's and FlashFQ's events recorded by LTTng (kernel tracer and probe built by
+"""K2's, FlashFQ's and CARS's events recorded by LTTng (kernel tracer and probe built by
 `make lttng-probes`), read back with babeltrace2 by scripts/trace-report."""
 from __future__ import annotations
 
@@ -104,3 +104,51 @@ fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1
     shares = [t.charge / total for t in s.tasks.values()]
     print(f"charge shares: {shares}")
     assert len(shares) == 2 and all(0.4 <= x <= 0.6 for x in shares)
+
+
+def test_lttng_session_records_cars(guest: Guest, tmp_path: Path) -> None:
+    """cars_* through LTTng: every field of the kernel header, one complete
+    event per fio I/O, nothing lost, staged + device = total, each of the
+    two flows found with its own requests, and every predicted die within
+    nr_dies."""
+    g = guest
+    dev = g.throttled
+    g.load("cars-iosched")
+    g.select(dev, "cars")
+    g.set_attr(dev, "depth", 2)
+    g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")
+    try:
+        path = lttng_record(g, "cars", f"""
+fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
+    --ioengine=libaio --rw=randrw --bs=4k --iodepth=4 --time_based --runtime=3 \
+    --name=a --name=b
+""", tmp_path)
+    finally:
+        g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
+        g.select(dev, "none")
+    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    ios = sum(fio.job_stats(res, n).ios for n in ("a", "b"))
+    trace = report.read_trace(path, "cars")
+    assert trace.source == "lttng" and trace.lost == 0
+    rq = {"dev", "sector", "nr_sector", "hctx", "tag", "rwbs", "flow"}
+    fields = {"cars_insert": rq | {"at_head"},
+              "cars_dispatch": rq | {"die", "ndies", "op", "forced", "cmt_miss", "inflight"},
+              "cars_complete": rq | {"die", "ndies", "inflight"},
+              "cars_requeue": rq | {"kept", "inflight"},
+              "cars_skip": {"dev", "flow", "reason", "die", "skipped", "dispatched"}}
+    names = Counter(e.name for e in trace.events)
+    print(dict(names))
+    for n in ("insert", "dispatch", "complete"):
+        assert names[f"cars_{n}"] > 0
+    for ev in trace.events:
+        assert set(ev.fields) == fields[ev.name], ev
+        if ev.name == "cars_dispatch":
+            assert 0 <= int(ev.fields["die"]) < 8 and int(ev.fields["inflight"]) <= 2, ev
+    bd = report.breakdown(trace, "cars")
+    assert bd.orphans == 0 and bd.unfinished == 0
+    assert report.per_class(bd)["all"]["count"] == ios
+    for r in bd.requests:
+        assert r.staged_ns + r.device_ns == r.total_ns
+    flows = Counter(r.task for r in bd.requests)
+    assert len(flows) == 2 and 0 not in flows, flows
+    assert "## cars: predicted dies, skips and flows" in report.cars_markdown(trace, bd)

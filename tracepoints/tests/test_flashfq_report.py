@@ -33,9 +33,10 @@ CHARGE = 60_000
 DEVICE_NS = {100: 50 * US, 200: 150 * US, 300: 100 * US, 400: 100 * US}
 
 
-def printk_formats() -> dict[str, str]:
-    """Event name -> its TP_printk format, DEFINE_EVENTs taking their class's."""
-    text = HEADER.read_text()
+def printk_formats(header: Path = HEADER) -> dict[str, str]:
+    """Event name -> its TP_printk format in @header, DEFINE_EVENTs taking
+    their class's."""
+    text = header.read_text()
     fmts = {m.group(1): m.group(2) for m in re.finditer(
         r'^(?:TRACE_EVENT|DECLARE_EVENT_CLASS)\((\w+),.*?TP_printk\("([^"]*)"', text, re.M | re.S)}
     classes = set()

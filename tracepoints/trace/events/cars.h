@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Trace system "cars": the CARS scheduler's request life cycle and its
- * die predictions.
+ * Trace system "cars": the CARS scheduler's request life cycle (insert,
+ * dispatch, complete, requeue, as the "k2" and "flashfq" systems, which
+ * scripts/trace-report joins on) and its die predictions.
  *
- * A request is identified while it lives by (dev, hctx, tag), as in the
- * "k2" system.  flow: the pid that created the request's I/O context (0:
- * requests with none).  die, ndies: the first predicted die and how many
- * consecutive dies the request occupies (cars-host/cars-core.h); op: 0
- * read, 1 write, 2 erase (a discard).  Times are ns.
+ * A request is identified while it lives by (dev, hctx, tag).  flow: the
+ * pid that created the request's I/O context (0: requests with none).
+ * die, ndies: the first predicted die and how many consecutive dies the
+ * request occupies (cars-host/cars-core.h); op: 0 read, 1 write, 2 erase
+ * (a discard).  Requests that bypass the scheduler (flushes, passthrough)
+ * have no events here.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM cars
@@ -21,6 +23,42 @@
 #include <linux/tracepoint.h>
 
 #define CARS_RWBS_LEN	8
+
+/* A request was queued on its flow (at_head: a requeued one, first again). */
+TRACE_EVENT(cars_insert,
+
+	TP_PROTO(struct request *rq, pid_t flow, bool at_head),
+
+	TP_ARGS(rq, flow, at_head),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(sector_t,	sector)
+		__field(unsigned int,	nr_sector)
+		__field(unsigned int,	hctx)
+		__field(int,		tag)
+		__array(char,		rwbs,	CARS_RWBS_LEN)
+		__field(pid_t,		flow)
+		__field(bool,		at_head)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(rq->q->disk);
+		__entry->sector = blk_rq_pos(rq);
+		__entry->nr_sector = blk_rq_sectors(rq);
+		__entry->hctx = rq->mq_hctx->queue_num;
+		__entry->tag = rq->internal_tag;
+		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+		__entry->flow = flow;
+		__entry->at_head = at_head;
+	),
+
+	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d head=%d",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
+		  __entry->tag, __entry->rwbs,
+		  (unsigned long long)__entry->sector, __entry->nr_sector,
+		  __entry->flow, __entry->at_head)
+);
 
 /* A request left for the device, placed on its predicted dies. */
 TRACE_EVENT(cars_dispatch,
@@ -70,17 +108,25 @@ TRACE_EVENT(cars_dispatch,
 		  __entry->forced, __entry->cmt_miss, __entry->inflight)
 );
 
-/* A dispatched request finished (or was given back): its dies free. */
+/*
+ * A dispatched request finished: its slot and dies are free.  inflight:
+ * slots held after.
+ */
 TRACE_EVENT(cars_complete,
 
-	TP_PROTO(struct request *rq, u32 die, u32 ndies, u32 inflight),
+	TP_PROTO(struct request *rq, pid_t flow, u32 die, u32 ndies,
+		 u32 inflight),
 
-	TP_ARGS(rq, die, ndies, inflight),
+	TP_ARGS(rq, flow, die, ndies, inflight),
 
 	TP_STRUCT__entry(
 		__field(dev_t,		dev)
+		__field(sector_t,	sector)
+		__field(unsigned int,	nr_sector)
 		__field(unsigned int,	hctx)
 		__field(int,		tag)
+		__array(char,		rwbs,	CARS_RWBS_LEN)
+		__field(pid_t,		flow)
 		__field(u32,		die)
 		__field(u32,		ndies)
 		__field(u32,		inflight)
@@ -88,16 +134,66 @@ TRACE_EVENT(cars_complete,
 
 	TP_fast_assign(
 		__entry->dev = disk_devt(rq->q->disk);
+		__entry->sector = blk_rq_pos(rq);
+		__entry->nr_sector = blk_rq_sectors(rq);
 		__entry->hctx = rq->mq_hctx->queue_num;
 		__entry->tag = rq->internal_tag;
+		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+		__entry->flow = flow;
 		__entry->die = die;
 		__entry->ndies = ndies;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d die=%u ndies=%u inflight=%u",
+	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d die=%u ndies=%u inflight=%u",
 		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
-		  __entry->tag, __entry->die, __entry->ndies, __entry->inflight)
+		  __entry->tag, __entry->rwbs,
+		  (unsigned long long)__entry->sector, __entry->nr_sector,
+		  __entry->flow, __entry->die, __entry->ndies,
+		  __entry->inflight)
+);
+
+/*
+ * The driver gave a dispatched request back.  kept: it keeps its slot and
+ * dies (a request the driver prepared, RQF_DONTPREP, goes back to the
+ * driver, not through CARS); else they are free and it is queued again
+ * (cars_insert, at_head).  inflight: slots held after.
+ */
+TRACE_EVENT(cars_requeue,
+
+	TP_PROTO(struct request *rq, pid_t flow, bool kept, u32 inflight),
+
+	TP_ARGS(rq, flow, kept, inflight),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(sector_t,	sector)
+		__field(unsigned int,	nr_sector)
+		__field(unsigned int,	hctx)
+		__field(int,		tag)
+		__array(char,		rwbs,	CARS_RWBS_LEN)
+		__field(pid_t,		flow)
+		__field(bool,		kept)
+		__field(u32,		inflight)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(rq->q->disk);
+		__entry->sector = blk_rq_pos(rq);
+		__entry->nr_sector = blk_rq_sectors(rq);
+		__entry->hctx = rq->mq_hctx->queue_num;
+		__entry->tag = rq->internal_tag;
+		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+		__entry->flow = flow;
+		__entry->kept = kept;
+		__entry->inflight = inflight;
+	),
+
+	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d kept=%d inflight=%u",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
+		  __entry->tag, __entry->rwbs,
+		  (unsigned long long)__entry->sector, __entry->nr_sector,
+		  __entry->flow, __entry->kept, __entry->inflight)
 );
 
 /*
