@@ -7,13 +7,19 @@ depth that never limits (depth = the queue depth, at most 256) and its
 throttle off (throttle_us=0: two jobs that are not device-bound drift apart
 in virtual time until the throttle holds the faster one to the slower one's
 pace, a fairness decision that would show here as cost per request;
-anticipation stays on, but with that depth it never holds dispatch).
+anticipation stays on, but with that depth it never holds dispatch), and
+cars with depth = the queue depth, its throttle off (throttle_size=0, the
+same fairness decision) and nr_dies = 255, its largest, so that its die
+prediction and filter run on every request but seldom find a die busy
+(null_blk has no dies: a request held for one would measure cars's device
+model, not its cost).
 
 Each scheduler X is measured in a block none, X, X, none, so that slow
 drift (other load, thermal) cancels in the block's ratio X/none; blocks run
 in seeded random order and are repeated.  Reported: medians and ranges of
-the ratios, K2's ratio to fifo-ref and to mq-deadline, and FlashFQ's to
-fifo-ref and to bfq (the goals: at least 0.90 of fifo-ref's, above bfq's).
+the ratios, K2's ratio to fifo-ref and to mq-deadline, FlashFQ's to
+fifo-ref and to bfq (the goals: at least 0.90 of fifo-ref's, above bfq's)
+and CARS's to fifo-ref (the goal: at least 0.90).
 
 With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
 recorded into an ftrace ring buffer during those runs) is measured the same
@@ -41,7 +47,7 @@ from bench.target import Target
 NULL_BLK: dict[str, int | str] = {
     "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
     "hw_queue_depth": 256, "nr_devices": 1, "gb": 16, "bs": 4096, "memory_backed": 0}
-SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq"]
+SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq", "cars"]
 TRACED = "k2+trace"              # k2 with its events recorded (--traced)
 ORDER = SCHEDS + [TRACED]
 #: scheduler -> (the references it is compared with: a minimum for its
@@ -49,10 +55,14 @@ ORDER = SCHEDS + [TRACED]
 COMPARE: dict[str, list[tuple[str, float | None, str]]] = {
     "k2": [("fifo-ref", None, ""), ("mq-deadline", None, "")],
     "flashfq": [("fifo-ref", 0.90, "≥"), ("bfq", 1.0, ">")],
+    "cars": [("fifo-ref", 0.90, "≥")],
 }
-NAMES = {"k2": "K2", "flashfq": "FlashFQ"}
+NAMES = {"k2": "K2", "flashfq": "FlashFQ", "cars": "CARS"}
 #: flashfq's dispatch depth tunable's largest value
 FLASHFQ_MAX_DEPTH = 256
+#: cars's largest depth and nr_dies (cars-core.h)
+CARS_MAX_DEPTH = 1024
+CARS_MAX_DIES = 255
 
 
 def run_iops(r: Run) -> float:
@@ -112,7 +122,7 @@ class Overhead(Suite):
     name = "overhead"
     title = "Scheduler overhead on null_blk: IOPS relative to none"
     description = ("4 KiB random reads on null_blk (no completion delay), 1 and 2 jobs, "
-                   "none/X/X/none blocks for mq-deadline, kyber, bfq, fifo-ref, k2, flashfq")
+                   "none/X/X/none blocks for mq-deadline, kyber, bfq, fifo-ref, k2, flashfq, cars")
     schedulers = tuple(Sched(s, {**UPSTREAM, **OURS}[s], required=False) for s in SCHEDS)
     writes = False
     needs_device = False
@@ -200,6 +210,11 @@ class Overhead(Suite):
                     tun = (("depth", min(FLASHFQ_MAX_DEPTH,
                                          int(ctx.sched_info["flashfq"]["nr_requests"]))),
                            ("throttle_us", 0))
+                elif elv == "cars":
+                    tun = (("nr_dies", CARS_MAX_DIES),
+                           ("depth", min(CARS_MAX_DEPTH,
+                                         int(ctx.sched_info["cars"]["nr_requests"]))),
+                           ("throttle_size", 0))
                 block = []
                 for slot, (s, tag) in enumerate((("none", "a"), (x, "a"), (x, "b"),
                                                  ("none", "b"))):

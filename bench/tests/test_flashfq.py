@@ -454,7 +454,8 @@ def test_calibrate_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     r = subprocess.run([sys.executable, "-m", "bench", "calibrate", "--help"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0 and "cost_read_4k_ns" in r.stdout and "--destroy-data" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "bench", "calibrate", "cars", "-d", "x"],
+    assert "ssdsim disk's geometry" in r.stdout     # and cars's
+    r = subprocess.run([sys.executable, "-m", "bench", "calibrate", "k2", "-d", "x"],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice" in r.stderr
 
@@ -479,9 +480,13 @@ def test_overhead_plan_measures_flashfq_with_a_depth_and_throttle_that_never_lim
     ctx.sched_info = {s: {"nr_requests": 512} for s in overhead.SCHEDS}
     plan = get("overhead").plan(ctx)
     pairs = [b[0].label("pair") for b in plan.phases[0].blocks]
-    assert pairs == ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq"]
+    assert pairs == ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq", "cars"]
     ff = [c for b in plan.phases[0].blocks for c in b if c.scheduler == "flashfq"]
     assert len(ff) == 2 and all(c.tunables == (("depth", 256), ("throttle_us", 0)) for c in ff)
+    # cars: every die it can tell apart, the whole queue, no throttle
+    cs = [c for b in plan.phases[0].blocks for c in b if c.scheduler == "cars"]
+    assert len(cs) == 2 and all(c.tunables == (("nr_dies", 255), ("depth", 512),
+                                               ("throttle_size", 0)) for c in cs)
     assert "flashfq" in overhead.SCHEDS and "bfq" in overhead.SCHEDS
     assert {s.name for s in get("overhead").schedulers} >= {"flashfq", "bfq", "fifo-ref"}
 
