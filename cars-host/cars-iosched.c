@@ -357,17 +357,6 @@ static void cars_remove_request(struct cars_data *cd, struct cars_flow *f,
 	WRITE_ONCE(cd->queued, cd->queued - 1);
 }
 
-static void cars_free_requests(struct list_head *list)
-{
-	struct request *rq;
-
-	while (!list_empty(list)) {
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		blk_mq_free_request(rq);
-	}
-}
-
 static void cars_insert_request(struct cars_data *cd, struct request *rq,
 				struct list_head *free)
 {
@@ -428,7 +417,7 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 	}
 	spin_unlock_irq(&cd->lock);
 
-	cars_free_requests(&free);
+	compat_free_requests(&free);
 }
 
 static struct request *__cars_dispatch_request(struct cars_data *cd)

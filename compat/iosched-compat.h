@@ -195,7 +195,21 @@ compat_hrtimer_setup(struct hrtimer *timer,
 #define compat_numa_node_t	int
 #endif
 
-/* The request's position: blk_rq_pos() on every supported kernel. */
+/*
+ * Free the requests an insert merged into others (the @free list of
+ * blk_mq_sched_try_insert_merge()), outside the scheduler's lock:
+ * blk_mq_free_requests() is not exported on any supported kernel.
+ */
+static inline void compat_free_requests(struct list_head *list)
+{
+	struct request *rq;
+
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		blk_mq_free_request(rq);
+	}
+}
 
 /*
  * Block drivers (ssdsim): allocate a blk-mq disk with these limits.  6.1

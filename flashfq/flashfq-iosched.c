@@ -472,18 +472,6 @@ static void ffq_remove_request(struct ffq_data *fd, struct ffq_tq *tq,
 	WRITE_ONCE(fd->queued, fd->queued - 1);
 }
 
-/* blk_mq_free_requests() is not exported. */
-static void ffq_free_requests(struct list_head *list)
-{
-	struct request *rq;
-
-	while (!list_empty(list)) {
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		blk_mq_free_request(rq);
-	}
-}
-
 /*
  * Will a request queued now wait: are as many requests queued and in
  * flight as the depth allows, or did dispatch last hold requests back
@@ -597,7 +585,7 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 	}
 	spin_unlock_irq(&fd->lock);
 
-	ffq_free_requests(&free);
+	compat_free_requests(&free);
 }
 
 /* Hand out the first queued request of @tq, taking a depth slot. */

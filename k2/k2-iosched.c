@@ -465,18 +465,6 @@ static void k2_remove_request(struct k2_data *kd, struct request *rq)
 		WRITE_ONCE(kd->nonempty, kd->nonempty & ~(1U << idx));
 }
 
-/* blk_mq_free_requests() is not exported. */
-static void k2_free_requests(struct list_head *list)
-{
-	struct request *rq;
-
-	while (!list_empty(list)) {
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		blk_mq_free_request(rq);
-	}
-}
-
 /*
  * The bound in force: max_inflight clamped to the current nr_requests.
  * Both are read locklessly; sysfs stores change them.
@@ -592,7 +580,7 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 	}
 	spin_unlock(&kd->lock);
 
-	k2_free_requests(&free);
+	compat_free_requests(&free);
 }
 
 static struct request *__k2_dispatch_request(struct k2_data *kd)
