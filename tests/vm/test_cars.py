@@ -86,6 +86,7 @@ def _run_mixed(g: Guest, filt: int, seconds: int) -> tuple[float, int, int, dict
     return delayed / max(reads, 1), reads, iops, counters
 
 
+@pytest.mark.timing
 def test_filter_keeps_reads_off_programming_dies(cars: Guest) -> None:
     """The same mixed random read/write load (2 flows, 50% reads, iodepth 8
     each) under cars with filter=0 (round-robin, same depth and throttle)
