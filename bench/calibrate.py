@@ -144,17 +144,28 @@ def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout) -> dic
                 print(f"note: ssdsim buffers {ss['write_buffer_pages']} pages of writes and "
                       "programs them as the buffer drains, later than cars predicts; load it "
                       "with write_buffer_kb=0 for the device cars models", file=out)
-            devmod.set_scheduler(target, dev, "cars")
-            for k, v in values.items():
-                devmod.set_tunable(target, dev, k, v)
-            back = {k: devmod.read_attr(target, dev, k) for k in values}
+            back = write_tunables(target, dev, "cars", values)
     except BaseException:
         cleanups.run()
         raise
-    print(f"{devmod.iosched_dir(dev)}/ (read back; cars stays selected):", file=out)
+    print_back(dev, "cars", back, out)
+    return back
+
+
+def write_tunables(target: Target, dev: str, elevator: str,
+                   values: Mapping[str, int]) -> dict[str, str]:
+    """Select @elevator on /dev/@dev, write @values in their order, and read
+    them back."""
+    devmod.set_scheduler(target, dev, elevator)
+    for k, v in values.items():
+        devmod.set_tunable(target, dev, k, v)
+    return {k: devmod.read_attr(target, dev, k) for k in values}
+
+
+def print_back(dev: str, elevator: str, back: Mapping[str, str], out: TextIO) -> None:
+    print(f"{devmod.iosched_dir(dev)}/ (read back; {elevator} stays selected):", file=out)
     for k, v in back.items():
         print(f"  {k} = {v}", file=out)
-    return back
 
 
 #: requests in flight while measuring, unless --iodepth says otherwise
@@ -225,18 +236,13 @@ def calibrate(target: Target, scheduler: str, device: str, destroy_data: str | N
                       file=out, flush=True)
             print(f"selecting {cal.elevator} on /dev/{dev} (the costs belong to the elevator: "
                   "selecting another one drops them) and writing its tunables", file=out)
-            devmod.set_scheduler(target, dev, cal.elevator)
-            for k, v in values.items():
-                devmod.set_tunable(target, dev, k, v)
-            back = {k: devmod.read_attr(target, dev, k) for k in values}
+            back = write_tunables(target, dev, cal.elevator, values)
     except BaseException:
         cleanups.run()
         raise
     finally:
         target.remove_tmpdir()
-    print(f"{devmod.iosched_dir(dev)}/ (read back; {cal.elevator} stays selected):", file=out)
-    for k, v in back.items():
-        print(f"  {k} = {v}", file=out)
+    print_back(dev, cal.elevator, back, out)
     print(f"flashfq suite with these costs: python3 -m bench run {cal.elevator} --device "
           f"{info.path} --flashfq-tunables '" + " ".join(f"{k}={v}" for k, v in back.items())
           + "'", file=out, flush=True)

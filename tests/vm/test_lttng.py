@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from bench import fio
+from bench.suites import OURS
 from conftest import ROOT, Guest
 from tracing import lttng_record
 
@@ -14,26 +16,35 @@ sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
 
 
-def test_lttng_session_records_k2(guest: Guest, tmp_path: Path) -> None:
-    """An LTTng kernel session records k2_* during fio: one complete event per
-    fio I/O, no event lost, staged + device = total for every request, and
-    the kernel's device time agrees with the trace's timestamps."""
-    g = guest
+def _record_fio(g: Guest, tmp_path: Path, sched: str, attrs: dict[str, int],
+                fio_args: str) -> tuple[Path, dict[str, Any]]:
+    """Record sched's system with LTTng while fio runs @fio_args on the
+    throttled disk under @sched (its module loaded, @attrs written,
+    merges off); the trace and fio's JSON result."""
     dev = g.throttled
-    g.load("k2-iosched")
-    g.select(dev, "k2")
-    g.set_attr(dev, "max_inflight", 2)
+    g.load(OURS[sched])
+    g.select(dev, sched)
+    for name, value in attrs.items():
+        g.set_attr(dev, name, value)
     g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")
     try:
-        path = lttng_record(g, "k2", f"""
+        path = lttng_record(g, sched, f"""
 fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
-    --ioengine=libaio --rw=randread --bs=4k --iodepth=8 --time_based --runtime=3 \
-    --name=rt --prioclass=1 --prio=0 --name=be --prioclass=2 --prio=4
+    --ioengine=libaio --bs=4k --time_based --runtime=3 {fio_args}
 """, tmp_path)
     finally:
         g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
         g.select(dev, "none")
-    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    return path, fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+
+
+def test_lttng_session_records_k2(guest: Guest, tmp_path: Path) -> None:
+    """An LTTng kernel session records k2_* during fio: one complete event per
+    fio I/O, no event lost, staged + device = total for every request, and
+    the kernel's device time agrees with the trace's timestamps."""
+    path, res = _record_fio(guest, tmp_path, "k2", {"max_inflight": 2},
+                            "--rw=randread --iodepth=8 --name=rt --prioclass=1 --prio=0 "
+                            "--name=be --prioclass=2 --prio=4")
     ios = {n: fio.job_stats(res, n).ios for n in ("rt", "be")}
     trace = report.read_trace(path, "k2")
     assert trace.source == "lttng"
@@ -58,23 +69,9 @@ def test_lttng_session_records_flashfq(guest: Guest, tmp_path: Path) -> None:
     """flashfq_* through LTTng: every field of the kernel header, one
     complete event per fio I/O, nothing lost, staged + device = total, and
     two equal readers at depth 1 each near half of the charge."""
-    g = guest
-    dev = g.throttled
-    devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
-    g.load("flashfq-iosched")
-    g.select(dev, "flashfq")
-    g.set_attr(dev, "depth", 1)
-    g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")
-    try:
-        path = lttng_record(g, "flashfq", f"""
-fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
-    --ioengine=libaio --rw=randread --bs=4k --iodepth=8 --time_based --runtime=3 \
-    --name=a --name=b
-""", tmp_path)
-    finally:
-        g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
-        g.select(dev, "none")
-    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    devno = guest.sh(f"cat /sys/block/{guest.throttled}/dev").strip().replace(":", ",")
+    path, res = _record_fio(guest, tmp_path, "flashfq", {"depth": 1},
+                            "--rw=randread --iodepth=8 --name=a --name=b")
     ios = sum(fio.job_stats(res, n).ios for n in ("a", "b"))
     trace = report.read_trace(path, "flashfq")
     assert trace.source == "lttng" and trace.lost == 0
@@ -111,22 +108,8 @@ def test_lttng_session_records_cars(guest: Guest, tmp_path: Path) -> None:
     event per fio I/O, nothing lost, staged + device = total, each of the
     two flows found with its own requests, and every predicted die within
     nr_dies."""
-    g = guest
-    dev = g.throttled
-    g.load("cars-iosched")
-    g.select(dev, "cars")
-    g.set_attr(dev, "depth", 2)
-    g.sh(f"echo 2 > /sys/block/{dev}/queue/nomerges")
-    try:
-        path = lttng_record(g, "cars", f"""
-fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1 \
-    --ioengine=libaio --rw=randrw --bs=4k --iodepth=4 --time_based --runtime=3 \
-    --name=a --name=b
-""", tmp_path)
-    finally:
-        g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
-        g.select(dev, "none")
-    res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
+    path, res = _record_fio(guest, tmp_path, "cars", {"depth": 2},
+                            "--rw=randrw --iodepth=4 --name=a --name=b")
     ios = sum(fio.job_stats(res, n).ios for n in ("a", "b"))
     trace = report.read_trace(path, "cars")
     assert trace.source == "lttng" and trace.lost == 0
