@@ -782,30 +782,29 @@ static void ffq_requeue_request(struct request *rq)
 	if (!(ffq_rq_flags(ffq_rq_get(rq)) & FFQ_RQ_OWNED))
 		return;
 	tq = ffq_rq_tq(fd, rq);
-	/*
-	 * A request the driver prepared (RQF_DONTPREP, e.g. NVMe) goes from
-	 * the requeue list straight to hctx->dispatch and the driver, not
-	 * through FlashFQ: it keeps its depth slot until it finishes, or the
-	 * device would hold it beside a request dispatched into its slot.
-	 */
+	spin_lock_irqsave(&fd->lock, irqflags);
 	if (rq->rq_flags & RQF_DONTPREP) {
-		spin_lock_irqsave(&fd->lock, irqflags);
+		/*
+		 * A request the driver prepared (RQF_DONTPREP, e.g. NVMe)
+		 * goes from the requeue list straight to hctx->dispatch and
+		 * the driver, not through FlashFQ: it keeps its depth slot
+		 * until it finishes, or the device would hold it beside a
+		 * request dispatched into its slot.
+		 */
 		if (ffq_rq_slot(ffq_rq_get(rq))) {
 			fd->stats.requeued++;
 			trace_flashfq_requeue(rq, tq->pid, ffq_rq_start(rq),
 					      fd->s.inflight);
 		}
-		spin_unlock_irqrestore(&fd->lock, irqflags);
-		return;
-	}
-	spin_lock_irqsave(&fd->lock, irqflags);
-	slot = ffq_release_slot(fd, rq);
-	if (slot) {
-		fd->stats.requeued++;
-		trace_flashfq_requeue(rq, tq->pid, slot->start,
-				      fd->s.inflight);
-		ffq_refresh(fd, tq);
-		held = ffq_take_held(fd);
+	} else {
+		slot = ffq_release_slot(fd, rq);
+		if (slot) {
+			fd->stats.requeued++;
+			trace_flashfq_requeue(rq, tq->pid, slot->start,
+					      fd->s.inflight);
+			ffq_refresh(fd, tq);
+			held = ffq_take_held(fd);
+		}
 	}
 	spin_unlock_irqrestore(&fd->lock, irqflags);
 	ffq_kick(fd, held);
