@@ -125,6 +125,19 @@ class Guest:
     def attr(self, dev: str, name: str) -> str:
         return self.sh(f"cat /sys/block/{dev}/queue/iosched/{name}").strip()
 
+    @staticmethod
+    def sched_dbg(dev: str) -> str:
+        """The scheduler's debugfs folder of /dev/@dev."""
+        return f"/sys/kernel/debug/block/{dev}/sched"
+
+    def stat(self, dev: str, name: str) -> str:
+        """The scheduler's debugfs file @name of /dev/@dev."""
+        return self.sh(f"cat {self.sched_dbg(dev)}/{name}").strip()
+
+    def stats(self, dev: str, name: str = "counters") -> dict[str, int]:
+        """A debugfs file of "name value" lines (counters) as a dict."""
+        return {k: int(v) for k, v in (ln.split() for ln in self.stat(dev, name).splitlines())}
+
     def set_attr(self, dev: str, name: str, value: object) -> None:
         self.sh(f"echo {value} > /sys/block/{dev}/queue/iosched/{name}")
         assert self.attr(dev, name) == str(value)

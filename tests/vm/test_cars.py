@@ -46,11 +46,6 @@ def cars(guest: Guest) -> Iterator[Guest]:
         guest.sh("rmmod ssdsim")
 
 
-def _counters(g: Guest) -> dict[str, int]:
-    text = g.sh(f"cat /sys/kernel/debug/block/{DEV}/sched/counters")
-    return {k: int(v) for k, v in (ln.split() for ln in text.splitlines())}
-
-
 def _calibrate(g: Guest) -> None:
     """`bench calibrate cars`'s work (selects cars), checked against
     ssdsim's documented defaults."""
@@ -77,11 +72,11 @@ def _run_mixed(g: Guest, filt: int, seconds: int) -> tuple[float, int, int, dict
     delayed = _stat(g, "reads_delayed") - d0
     reads = _stat(g, "host_read_pages") - r0
     iops = int(fio.job_stats(res, "a").iops)
-    counters = _counters(g)
+    counters = g.stats(DEV)
     g.sh("sleep 0.2")
     assert g.attr(DEV, "depth") == str(DIES)
-    assert g.sh(f"cat /sys/kernel/debug/block/{DEV}/sched/inflight").strip() == "0"
-    assert g.sh(f"cat /sys/kernel/debug/block/{DEV}/sched/queued").strip() == "0"
+    assert g.stat(DEV, "inflight") == "0"
+    assert g.stat(DEV, "queued") == "0"
     g.select(DEV, "none")
     return delayed / max(reads, 1), reads, iops, counters
 
@@ -119,7 +114,7 @@ def test_sysfs_geometry_and_depth(cars: Guest) -> None:
     g.set_attr(DEV, "nr_dies", 16)
     g.set_attr(DEV, "page_kb", 16)
     assert g.attr(DEV, "write_us") == "1234"
-    assert len(g.sh(f"cat /sys/kernel/debug/block/{DEV}/sched/dies").splitlines()) == 16
+    assert len(g.stat(DEV, "dies").splitlines()) == 16
     assert g.run(f"echo 16 > {base}/write_pointer").rc != 0
     g.set_attr(DEV, "write_pointer", 15)
     assert g.attr(DEV, "write_pointer") == "15"

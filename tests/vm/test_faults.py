@@ -86,7 +86,7 @@ def assert_idle(g: Guest, dev: str) -> None:
     scheduler has them, its own (debugfs sched/inflight, sched/queued)."""
     g.sh("sleep 0.5")
     assert g.sh(f"cat /sys/block/{dev}/inflight").split() == ["0", "0"]
-    dbg = f"/sys/kernel/debug/block/{dev}/sched"
+    dbg = Guest.sched_dbg(dev)
     for name in ("inflight", "queued"):
         if g.run(f"[ -e {dbg}/{name} ]").rc == 0:
             # a count, or one per queue ("rt0 0" ... "be 0": K2's queued)

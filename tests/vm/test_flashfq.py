@@ -44,11 +44,6 @@ def _jobs(dev: str, seconds: int, *jobs: str) -> str:
             f"--runtime={seconds} " + " ".join(jobs))
 
 
-def _counters(g: Guest, dev: str) -> dict[str, int]:
-    text = g.sh(f"cat /sys/kernel/debug/block/{dev}/sched/counters")
-    return {k: int(v) for k, v in (ln.split() for ln in text.splitlines())}
-
-
 def _light_slowdown(g: Guest, dev: str, sched: str) -> float:
     """The 4 KiB iodepth-1 reader's mean latency beside an iodepth-32
     reader, over its mean latency alone, under @sched."""
@@ -74,7 +69,7 @@ def test_light_reader_slowdown(ffq: Guest) -> None:
     g = ffq
     dev = g.throttled
     ours = _light_slowdown(g, dev, SCHED)
-    counters = _counters(g, dev)
+    counters = g.stats(dev)
     print(f"flashfq counters: {counters}")
     base = _light_slowdown(g, dev, "none")
     print(f"slowdown none/flashfq = {base / ours:.1f}")
@@ -164,14 +159,14 @@ def test_sequential_stream_merges(ffq: Guest) -> None:
     dev = g.throttled
     g.select(dev, SCHED)
     g.set_attr(dev, "depth", 1)
-    before = _counters(g, dev)
+    before = g.stats(dev)
     reads0, merges0 = _read_stat(g, dev)
     res = g.fio(f"--name=seq --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=read "
                 "--bs=4k --iodepth=16 --iodepth_batch_submit=1 --time_based --runtime=3",
                 timeout=120)
     ios = fio.job_stats(res, "seq").ios
     reads1, merges1 = _read_stat(g, dev)
-    after = _counters(g, dev)
+    after = g.stats(dev)
     print(f"fio {ios} reads, device {reads1 - reads0} requests, {merges1 - merges0} merges; "
           f"flashfq dispatched {after['dispatched'] - before['dispatched']}")
     assert ios > 0 and merges1 > merges0
@@ -187,14 +182,14 @@ def test_accounting_returns_to_idle(ffq: Guest) -> None:
     g = ffq
     dev = g.throttled
     g.select(dev, SCHED)
-    before = _counters(g, dev)
+    before = g.stats(dev)
     res = g.fio(f"--name=mix --filename=/dev/{dev} --direct=1 --ioengine=libaio "
                 "--rw=randrw --bsrange=4k-128k --iodepth=8 --numjobs=4 --time_based "
                 "--runtime=3 --group_reporting", timeout=120)
     assert fio.job_stats(res, "mix").error == 0
     g.sh("sleep 0.2")
-    after = _counters(g, dev)
-    dbg = f"/sys/kernel/debug/block/{dev}/sched"
+    after = g.stats(dev)
+    dbg = Guest.sched_dbg(dev)
     assert g.sh(f"cat {dbg}/inflight").strip() == "0"
     assert g.sh(f"cat {dbg}/queued").strip() == "0"
     assert g.sh(f"cat {dbg}/tasks").strip() == ""
@@ -255,7 +250,7 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
     g.select(dev, SCHED)
     try:
         g.set_attr(dev, "depth", 4)
-        dbg = f"/sys/kernel/debug/block/{dev}/sched"
+        dbg = Guest.sched_dbg(dev)
         requeues, _, dev_inflight = reset_when_held(
             g, "flashfq", ctrl, dev, f"{dbg}/inflight", 4,
             limit=f"/sys/block/{dev}/queue/iosched/depth")

@@ -73,13 +73,8 @@ wait $pid
 SLOW_NS = 6_000_000_000
 
 
-def _sched_dbg(dev: str) -> str:
-    return f"/sys/kernel/debug/block/{dev}/sched"
-
-
 def _recovered_stalls(g: Guest, dev: str) -> int:
-    causes = dict(ln.split() for ln in g.sh(f"cat {_sched_dbg(dev)}/recovery_causes").splitlines())
-    return int(causes["stall"])
+    return g.stats(dev, "recovery_causes")["stall"]
 
 
 def test_slow_device_keeps_the_bound(k2: Guest) -> None:
@@ -122,7 +117,7 @@ wait $pid
         assert st.error == 0 and st.ios >= 2
         assert dev_max == 1 and k2_max == 1
         assert _recovered_stalls(g, dev) == 0
-        checks = int(g.sh(f"cat {_sched_dbg(dev)}/stall_checks"))
+        checks = int(g.stat(dev, "stall_checks"))
         print(f"{checks} stall checks")
         assert checks >= 1, "K2 never waited 5 s at the bound: the case was not exercised"
         assert g.attr(dev, "inflight") == "0"
@@ -138,7 +133,7 @@ def test_lost_slots_are_given_back(k2: Guest) -> None:
     gives both back with a warning, and reads flow again.  Junk written to
     lose_slots is refused and changes nothing."""
     g = k2
-    dbg = _sched_dbg(FAST)
+    dbg = Guest.sched_dbg(FAST)
     g.select(FAST, "k2")
     g.set_attr(FAST, "max_inflight", 2)
     for junk in ("0", "-1", "abc", "1001"):

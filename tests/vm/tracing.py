@@ -94,6 +94,7 @@ def reset_when_held(g: Guest, system: str, ctrl: str, dev: str, inflight: str,
     remap it), one NVMET_DELAY_MS for each @held of them: the shallow depth
     keeps that short."""
     args = f"--name=r --filename=/dev/{dev} --direct=1 --ioengine=libaio {load}"
+    limit = limit or "/dev/null"
     text = ftrace_record(g, system, f"""
 fio --output-format=json --output=/tmp/fio.json {args} &
 pid=$!
@@ -105,10 +106,10 @@ until [ "$(cat {inflight})" -ge {held} ]; do
 done
 sleep 0.2
 held=$(cat {inflight}); t0=$(cut -d' ' -f1 /proc/uptime)
-limit=$(cat {limit or "/dev/null"})
+limit=$(cat {limit})
 while kill -0 $pid 2>/dev/null; do
-    a=$(cat {limit or "/dev/null"} 2>/dev/null); n=$(cat /sys/block/{dev}/inflight 2>/dev/null)
-    b=$(cat {limit or "/dev/null"} 2>/dev/null)
+    a=$(cat {limit} 2>/dev/null); n=$(cat /sys/block/{dev}/inflight 2>/dev/null)
+    b=$(cat {limit} 2>/dev/null)
     [ "$a" = "$limit" ] && [ "$b" = "$limit" ] && [ -n "$n" ] && echo $n
     sleep 0.02
 done > /tmp/dev_inflight &
