@@ -6,9 +6,9 @@ tables and plots below it (bench/suites/<suite>.py: report())."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import matplotlib
 
@@ -19,6 +19,16 @@ from matplotlib.figure import Figure  # noqa: E402
 from bench import results as resmod  # noqa: E402
 from bench.results import Results  # noqa: E402
 from bench.trace import report_section as trace_section  # noqa: E402
+
+
+K = TypeVar("K", str, int)
+
+
+def ordered(keys: Iterable[K], ref: Collection[K]) -> list[K]:
+    """@keys in @ref's order (the order a suite names its schedulers,
+    operations, ...), then those @ref lacks, sorted."""
+    have = set(keys)
+    return [k for k in ref if k in have] + sorted(k for k in have if k not in ref)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -63,6 +73,25 @@ def grouped_bars(ax: Any, groups: Sequence[str],
     ax.set_xticks(list(range(len(groups))))
     ax.set_xticklabels(list(groups))
     return heights
+
+
+def summary_lines(ax: Any, xs: Sequence[float],
+                  series: Sequence[tuple[str, Sequence[resmod.Summary]]],
+                  scale: float = 1.0) -> list[float]:
+    """A line per series through the means of its Summaries at @xs, with
+    the min–max range as error bars; no point where a Summary is empty.
+    The values plotted."""
+    plotted: list[float] = []
+    for name, sums in series:
+        pts = [(x, sm) for x, sm in zip(xs, sums) if sm.n]
+        if not pts:
+            continue
+        ys = [sm.mean * scale for _, sm in pts]
+        ax.errorbar([x for x, _ in pts], ys, capsize=3, marker="o", label=name,
+                    yerr=[[(sm.mean - sm.lo) * scale for _, sm in pts],
+                          [(sm.hi - sm.mean) * scale for _, sm in pts]])
+        plotted += ys
+    return plotted
 
 
 def save(fig: Figure, path: Path) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.report import figure, grouped_bars, save, table
+from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
@@ -201,12 +201,7 @@ def class_p999(stats: list[fio.JobStats]) -> float:
     """The class's 99.9th percentile response time in us: from its tasks'
     merged latency histograms (fio json+); without them, the largest of the
     tasks' own p99.9."""
-    done = [s for s in stats if s.ios]
-    if not done:
-        return float("nan")
-    if all(s.clat_bins for s in done):
-        return fio.hist_percentile(fio.merge_bins(s.clat_bins for s in done), P)
-    return max(fio.percentile(s, P) for s in done)
+    return fio.merged_percentile(stats, P)
 
 
 def mix_metrics(result: dict[str, Any], alone_us: dict[str, float], runtime_s: float) -> Mix:
@@ -263,10 +258,6 @@ def collect(res: Results) -> Data:
             d.mixes.setdefault(scn, {}).setdefault(s, []).append(
                 mix_metrics(r.result, d.alone_us(s), float(p["runtime"])))
     return d
-
-
-def ordered(keys: Any, ref: Any) -> list[Any]:
-    return [k for k in ref if k in keys] + sorted(k for k in keys if k not in ref)
 
 
 # ---------------------------------------------------------------------------

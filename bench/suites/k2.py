@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.report import figure, grouped_bars, save, table
+from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import Sched, Suite, SuiteReport
@@ -213,15 +213,11 @@ def points(by_bound: dict[int, list[dict[str, float]]]) -> tuple[Point | None, l
     return none, [mean(b) for b in sorted(by_bound) if b != 0]
 
 
-def _order(keys: Any, ref: Any) -> list[Any]:
-    return [k for k in ref if k in keys] + sorted(k for k in keys if k not in ref)
-
-
 def selection_rows(data: dict[str, dict[str, dict[int, list[dict[str, float]]]]],
                    alpha: float, beta: float) -> list[list[str]]:
     rows = []
-    for occ in _order(data, OCCUPANCIES):
-        for op in _order(data[occ], OPS):
+    for occ in ordered(data, OCCUPANCIES):
+        for op in ordered(data[occ], OPS):
             none, pts = points(data[occ][op])
             if none is None or not pts:
                 rows.append([occ, op, "–", "–", "no none or no k2 runs", "", ""])
@@ -416,7 +412,7 @@ class K2Suite(Suite):
         out: list[str] = []
         summary: dict[str, Any] = {}
         findings: list[str] = []
-        for occ in _order(data, OCCUPANCIES):
+        for occ in ordered(data, OCCUPANCIES):
             out.append(f"\n## {OCCUPANCIES.get(occ, occ).capitalize()}\n\n")
             phs = res.manifest.get("phases", {})
             # one phase per occupancy in results from before phases per op
@@ -427,7 +423,7 @@ class K2Suite(Suite):
                 out.append(f"Preparation{' of each operation type' if per_op else ''}: "
                            f"{ph['note']}" + ("; the device's write cache flushed before "
                                               "each run" if per_op else "") + ".\n")
-            for op in _order(data[occ], OPS):
+            for op in ordered(data[occ], OPS):
                 by_bound = data[occ][op]
                 sec, summ, finding, tab = self._op_section(occ, op, by_bound, plots)
                 out.append(sec)
@@ -527,7 +523,7 @@ class K2Suite(Suite):
                "load.\n"]
         tables, findings = [], []
         summary: dict[str, Any] = {}
-        for op in _order(data, OPS):
+        for op in ordered(data, OPS):
             cases = data[op]
             ref = cases.get(PRESSURE_CASES[0])
             ref_p = summarize(m["p999_us"] for m in ref).mean if ref else float("nan")

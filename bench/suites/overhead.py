@@ -37,7 +37,7 @@ from typing import Any
 from bench import device as devmod
 from bench import jobs
 from bench.device import DeviceError
-from bench.report import figure, grouped_bars, save, table
+from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
@@ -248,8 +248,7 @@ class Overhead(Suite):
         head: list[str] = []
         for nj in sorted(data):
             rows = []
-            for x in [s for s in ORDER if s in data[nj]] + sorted(
-                    s for s in data[nj] if s not in ORDER):
+            for x in ordered(data[nj], ORDER):
                 bl = data[nj][x]
                 ratio = summarize(b["ratio"] for b in bl)
                 iops = summarize(b["iops"] for b in bl)
