@@ -19,7 +19,7 @@ import pytest
 
 from bench import fio
 from conftest import ROOT, Guest
-from tracing import ftrace_record, reset_when_held
+from tracing import ftrace_record, reset_keeps_depth
 
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
@@ -245,25 +245,6 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
     them (RQF_DONTPREP), so they are issued again from hctx->dispatch, not
     through FlashFQ, and keep their slots: until the elevator is
     re-initialised the driver never holds more than 4."""
-    g = ffq
     ctrl, dev = nvme_tcp
-    g.select(dev, SCHED)
-    try:
-        g.set_attr(dev, "depth", 4)
-        dbg = Guest.sched_dbg(dev)
-        requeues, _, dev_inflight = reset_when_held(
-            g, "flashfq", ctrl, dev, f"{dbg}/inflight", 4,
-            limit=f"/sys/block/{dev}/queue/iosched/depth")
-        assert all(0 <= int(e.fields["inflight"]) <= 4 for e in requeues)
-        assert dev_inflight, "no sample of the driver's in-flight count before re-init"
-        assert max(dev_inflight) <= 4, (
-            f"{max(dev_inflight)} requests in the driver after the reset, depth 4")
-        assert g.scheduler(dev) == SCHED
-        after = g.fio(f"--name=after --filename=/dev/{dev} --direct=1 --ioengine=libaio "
-                      "--rw=randread --bs=4k --iodepth=16 --time_based --runtime=3", timeout=60)
-        assert fio.job_stats(after, "after").ios > 0
-        g.sh("sleep 0.3")
-        assert g.sh(f"cat {dbg}/inflight").strip() == "0"
-        assert g.sh(f"cat {dbg}/queued").strip() == "0"
-    finally:
-        g.select(dev, "none")
+    dbg = Guest.sched_dbg(dev)
+    reset_keeps_depth(ffq, SCHED, ctrl, dev, "depth", 4, f"{dbg}/inflight", (f"{dbg}/queued",))

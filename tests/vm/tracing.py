@@ -135,3 +135,37 @@ wait  # the sampler
           "samples from the reset on")
     assert requeues, f"the reset requeued nothing: the path was not exercised ({info})"
     return requeues, res, dev_inflight
+
+
+def reset_keeps_depth(g: Guest, sched: str, ctrl: str, dev: str, depth_attr: str,
+                      depth: int, inflight: str, idle: tuple[str, ...] = (),
+                      load: str = RESET_LOAD) -> list[Event]:
+    """The reset test of a scheduler that holds requests back (@sched
+    selected on NVMe/TCP disk @dev of controller @ctrl): its tunable
+    @depth_attr at @depth, reset_when_held() once @inflight (its own
+    in-flight count, a file) reads @depth.  Asserted: every
+    {sched}_requeue's inflight within @depth, the driver never holding
+    more than @depth until the reset re-initialises the elevator, the same
+    elevator in place after, serving I/O, and @inflight and the files
+    @idle reading 0 once that I/O is done.  The requeue events."""
+    g.select(dev, sched)
+    try:
+        g.set_attr(dev, depth_attr, depth)
+        requeues, _, dev_inflight = reset_when_held(
+            g, sched, ctrl, dev, inflight, depth, load=load,
+            limit=f"/sys/block/{dev}/queue/iosched/{depth_attr}")
+        assert all(0 <= int(e.fields["inflight"]) <= depth for e in requeues)
+        assert dev_inflight, "no sample of the driver's in-flight count before re-init"
+        assert max(dev_inflight) <= depth, (
+            f"{max(dev_inflight)} requests in the driver after the reset, {depth_attr} {depth}")
+        assert g.scheduler(dev) == sched
+        g.set_attr(dev, depth_attr, depth)
+        after = g.fio(f"--name=after --filename=/dev/{dev} --direct=1 --ioengine=libaio "
+                      "--rw=randread --bs=4k --iodepth=16 --time_based --runtime=3", timeout=60)
+        assert fio.job_stats(after, "after").ios > 0
+        g.sh("sleep 0.3")
+        for f in (inflight, *idle):
+            assert g.sh(f"cat {f}").strip() == "0", f
+    finally:
+        g.select(dev, "none")
+    return requeues
