@@ -63,6 +63,9 @@ class Config:
     record_events: tuple[str, ...] = ()
     #: fio's --output-format: "json+" adds each job's latency histogram
     fio_output: str = "json"
+    #: tunables known only right before the run (read from the device then,
+    #: after the phase's settle), written before @tunables
+    live_tunables: Callable[[RunContext], tuple[tuple[str, Label], ...]] | None = None
 
     def label(self, name: str) -> Label:
         return dict(self.labels)[name]
@@ -187,14 +190,16 @@ def apply(ctx: RunContext, c: Config) -> dict[str, str]:
     """Select the configuration's scheduler, write its tunables, read them
     back; the values read back.  A scheduler that is already selected is
     selected again when tunables follow, so that each configuration starts
-    from the elevator's defaults."""
+    from the elevator's defaults.  Live tunables are asked for now and
+    written first."""
     t, dev = ctx.target, ctx.dev
+    live = c.live_tunables(ctx) if c.live_tunables is not None else ()
     cur = devmod.current_scheduler(t, dev)
-    if cur != c.scheduler or c.tunables:
+    if cur != c.scheduler or c.tunables or live:
         if cur == c.scheduler and cur != "none":
             devmod.set_scheduler(t, dev, "none")
         devmod.set_scheduler(t, dev, c.scheduler)
-    return {k: devmod.set_tunable(t, dev, k, v) for k, v in c.tunables}
+    return {k: devmod.set_tunable(t, dev, k, v) for k, v in (*live, *c.tunables)}
 
 
 JSON_MARK = "@@bench: fio json@@"

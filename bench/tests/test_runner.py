@@ -77,6 +77,29 @@ def test_apply_writes_and_reads_back_tunables() -> None:
     assert t.values["max_inflight"] == "32" and got == {"starvation_ms": "5"}
 
 
+def test_live_tunables_are_asked_for_at_apply_and_written_first() -> None:
+    t = FakeTarget()
+    ctx = context(t)
+    asked: list[str] = []
+
+    def live(c: RunContext) -> tuple[tuple[str, Any], ...]:
+        asked.append(t.current)           # before the scheduler is selected
+        return (("max_inflight", 4), ("starvation_ms", 7))
+    c = Config("k", "k2", cfg("k").jobfile, 1.0, tunables=(("max_inflight", 16),),
+               live_tunables=live)
+    assert not asked                      # not at plan time
+    got = apply(ctx, c)
+    assert asked == ["mq-deadline"] and t.current == "k2"
+    # written in order, live first: a fixed tunable overrides a live one
+    assert got == {"max_inflight": "16", "starvation_ms": "7"}
+    assert t.values == {"max_inflight": "16", "starvation_ms": "7"}
+    # live tunables alone also re-select the elevator (its defaults first)
+    t.values["max_inflight"] = "2"
+    got = apply(ctx, Config("k", "k2", c.jobfile, 1.0,
+                            live_tunables=lambda c: (("starvation_ms", 9),)))
+    assert got == {"starvation_ms": "9"} and t.values["max_inflight"] == "32"
+
+
 def test_tunable_out_of_range_or_not_holding_is_an_error() -> None:
     t = FakeTarget()
     ctx = context(t)
