@@ -100,3 +100,16 @@ def hist_percentile(bins: Mapping[int, int], p: float) -> float:
         if run >= p / 100.0 * total:
             return k / 1000.0
     return max(bins) / 1000.0
+
+
+def merged_percentile(stats: Iterable[JobStats], p: float) -> float:
+    """The completion-latency percentile @p in us over several jobs (or one
+    job's directions, job_stats with ddir): from their merged histograms
+    (fio json+); without them, the largest of their own; NaN when none of
+    them completed an I/O."""
+    done = [s for s in stats if s.ios]
+    if not done:
+        return float("nan")
+    if all(s.clat_bins for s in done):
+        return hist_percentile(merge_bins(s.clat_bins for s in done), p)
+    return max(percentile(s, p) for s in done)

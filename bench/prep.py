@@ -40,23 +40,31 @@ def reload_ssdsim(ctx: RunContext, params: dict[str, str]) -> None:
     ctx.device.module_params = devmod.module_params(t, "ssdsim")
 
 
+def reconfigure_ssdsim(ctx: RunContext, changes: dict[str, str]) -> dict[str, str]:
+    """Reload ssdsim with @changes to its current parameters; the first time
+    in a run, register reloading it with its original parameters at the
+    end.  Its parameters now."""
+    orig = dict(ctx.device.module_params)
+    if not ctx.state.get("ssdsim_reloaded"):
+        ctx.state["ssdsim_reloaded"] = True
+        was = ", ".join(f"{k}={orig[k]}" for k in changes if k in orig)
+        ctx.on_exit(f"ssdsim reloaded with its original parameters ({was})",
+                    lambda: reload_ssdsim(ctx, orig))
+    reload_ssdsim(ctx, {**orig, **changes})
+    return dict(ctx.device.module_params)
+
+
 def occupy(ctx: RunContext, full: bool) -> dict[str, Any]:
     """Bring the device to the empty or the fully occupied state; what was
     done (for the manifest; "note" goes into the report)."""
     t, d = ctx.target, ctx.device
     if d.kind == "ssdsim":
-        orig = dict(d.module_params)
-        if "fill_percent" not in orig:
+        if "fill_percent" not in d.module_params:
             raise DeviceError("ssdsim has no readable fill_percent parameter: cannot "
                               "precondition it")
         want = "100" if full else "0"
-        if not ctx.state.get("ssdsim_reloaded"):
-            ctx.state["ssdsim_reloaded"] = True
-            ctx.on_exit(f"ssdsim reloaded with its original parameters (fill_percent="
-                        f"{orig['fill_percent']})", lambda: reload_ssdsim(ctx, orig))
-        reload_ssdsim(ctx, {**ctx.device.module_params, "fill_percent": want})
-        return {"method": "ssdsim reload", "fill_percent": want,
-                "module_params": dict(ctx.device.module_params),
+        params = reconfigure_ssdsim(ctx, {"fill_percent": want})
+        return {"method": "ssdsim reload", "fill_percent": want, "module_params": params,
                 "note": f"ssdsim reloaded with fill_percent={want}"}
     if full:
         text = jobs.render(

@@ -59,6 +59,20 @@ def assignments(text: str, option: str) -> dict[str, str]:
     return out
 
 
+def extra_tunables(text: str, option: str, elevator: str,
+                   sched_info: dict[str, dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """Tunables given on the command line ('name=value ...', an option such
+    as --flashfq-tunables), checked against the ones @elevator has (its
+    defaults in @sched_info)."""
+    tun = tuple(assignments(text, option).items())
+    known = sched_info.get(elevator, {}).get("defaults", {})
+    bad = [k for k, _ in tun if k not in known]
+    if bad:
+        raise ValueError(f"{option}: {elevator} has no tunable {', '.join(bad)} "
+                         f"(it has: {', '.join(sorted(known)) or 'none'})")
+    return tun
+
+
 class Suite:
     name: str = ""
     title: str = ""

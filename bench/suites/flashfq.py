@@ -37,7 +37,7 @@ from bench import fio, jobs, prep
 from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, summarize
 from bench.runner import Config, Phase, Plan, RunContext
-from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
+from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, extra_tunables
 from bench.suites.k2 import OCCUPANCIES, csv, occupier
 
 P = 99.9
@@ -303,12 +303,8 @@ class FlashFQSuite(Suite):
             raise ValueError("--tasks must be at least 1")
         cpus = None if a.no_pin else ctx.target.ncpus()
         scheds = [s for s in a.schedulers if s == "none" or s in ctx.sched_info]
-        tun = tuple(assignments(a.flashfq_tunables, "--flashfq-tunables").items())
-        known = ctx.sched_info.get("flashfq", {}).get("defaults", {})
-        bad = [k for k, _ in tun if k not in known]
-        if bad:
-            raise ValueError(f"--flashfq-tunables: flashfq has no tunable {', '.join(bad)} "
-                             f"(it has: {', '.join(sorted(known)) or 'none'})")
+        tun: tuple[tuple[str, str], ...] = extra_tunables(
+            a.flashfq_tunables, "--flashfq-tunables", "flashfq", ctx.sched_info)
         regions = 2 * a.tasks
         region_mib = (ctx.device.size_bytes // regions) >> 20
         notes = [f"tasks: one fio job (process) each, psync (one request at a time), direct "
