@@ -6,12 +6,16 @@ sysfs facts, partitions, mounts, signature) and an fio that writes JSON
 shaped like fio 3.33's (json+: with latency histograms)."""
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from bench.cli import parse
 from bench.jobs import parse_options
+from bench.session import run_suite
 from bench.runner import JSON_MARK
 from bench.target import Target
 from scripts.vmbed import Result
@@ -44,28 +48,37 @@ def fio_json(jobfile: str, latency_us: Callable[[str, dict[str, Any]], float],
     """fio-like JSON for a job file: each job 1000 I/Os, latencies from
     @latency_us(job name, its options) (0: the job completed no I/O); with
     @histogram, fio json+'s clat_ns bins (999 I/Os at the latency, one at
-    ten times it)."""
+    ten times it).  A mixed job (rw=randrw or rw=rw) splits its I/Os by
+    rwmixread (default 50) and asks @latency_us for each side, with "ddir"
+    (read or write) among the options."""
     sections = parse_options(jobfile)
     g = sections.pop("global", {})
     jobs = []
     for name, opts in sections.items():
         o = {**g, **opts}
-        lat = latency_us(name, o)
         rw = str(o.get("rw", "randread"))
-        d = "write" if "write" in rw else "read"
         empty = {"io_bytes": 0, "total_ios": 0, "iops": 0.0, "bw": 0}
-        side: dict[str, Any] = empty if not lat else {
-            "io_bytes": 4096 * 1000, "total_ios": 1000, "iops": 1e6 / lat,
-            "bw": 4e6 / lat / 1.024,
-            "clat_ns": {"mean": lat * 1000, "percentile": {
-                f"{p:f}": int(lat * 1000 * (1 + p / 100)) for p in
-                (50.0, 90.0, 99.0, 99.9, 99.99)}},
-            "lat_ns": {"mean": lat * 1000 + 500}}
-        if histogram and lat:
-            side["clat_ns"]["bins"] = {str(int(lat * 1000)): 999, str(int(lat * 10000)): 1}
+        if rw in ("randrw", "rw", "readwrite"):
+            reads = round(1000 * int(o.get("rwmixread") or 50) / 100)
+            ios = {"read": reads, "write": 1000 - reads}
+        else:
+            ios = {"write" if "write" in rw else "read": 1000}
+        sides = {}
+        for d, n in ios.items():
+            lat = latency_us(name, {**o, "ddir": d} if len(ios) > 1 else o)
+            side: dict[str, Any] = empty if not lat or not n else {
+                "io_bytes": 4096 * n, "total_ios": n, "iops": 1e6 / lat * n / 1000,
+                "bw": 4e6 / lat / 1.024 * n / 1000,
+                "clat_ns": {"mean": lat * 1000, "percentile": {
+                    f"{p:f}": int(lat * 1000 * (1 + p / 100)) for p in
+                    (50.0, 90.0, 99.0, 99.9, 99.99)}},
+                "lat_ns": {"mean": lat * 1000 + 500}}
+            if histogram and lat and n:
+                side["clat_ns"]["bins"] = {str(int(lat * 1000)): n - 1,
+                                           str(int(lat * 10000)): 1}
+            sides[d] = side
         jobs.append({"jobname": name, "groupid": 0, "error": 0, "job options": o,
-                     "read": side if d == "read" else empty,
-                     "write": side if d == "write" else empty,
+                     "read": sides.get("read", empty), "write": sides.get("write", empty),
                      "trim": empty, "job_runtime": 1000, "usr_cpu": 10.0, "sys_cpu": 40.0})
     return {"fio version": "fio-3.33", "jobs": jobs}
 
@@ -225,3 +238,11 @@ class FakeTarget(Target):
 
     def _defaults(self, sched: str) -> dict[str, str]:
         return {k: v[0] for k, v in self.scheds[sched].items()}
+
+
+def run_fake(t: Target, argv: list[str], out: Path) -> str:
+    """`python3 -m bench @argv` (a run) on simulated target @t into results
+    folder @out; what it printed."""
+    log = io.StringIO()
+    run_suite(t, parse([*argv, "--out", str(out)]), out=log, command=["bench"])
+    return log.getvalue()

@@ -20,14 +20,14 @@ import pytest
 
 from bench import fio, prep, report, results
 from bench.calibrate import calibrate, cost_ns
-from bench.cli import main, parse
+from bench.cli import main
 from bench.device import TunableError, UnsafeDevice
 from bench.jobs import parse_options
 from bench.runner import RunContext
-from bench.session import durations, run_suite
+from bench.session import durations
 from bench.suites import flashfq as ffq
 from bench.suites import get, overhead
-from bench.tests.fake import FLASHFQ, FakeTarget, fio_json
+from bench.tests.fake import FLASHFQ, FakeTarget, fio_json, run_fake
 from bench.tests.loopdev import Loop
 from bench.tests.test_safety import loop  # noqa: F401 - the fixture
 from bench.tests.test_report import copy, is_png
@@ -222,10 +222,9 @@ def test_a_task_without_io_counts_with_the_run_time() -> None:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Device, str]]:
     out = tmp_path_factory.mktemp("ffq") / "res"
     t = Device()
-    log = io.StringIO()
-    run_suite(t, parse(["run", "flashfq", "--device", "/dev/fake0", "--short", "--seed", "3",
-                        "--out", str(out)]), out=log, command=["bench"])
-    yield out, t, log.getvalue()
+    log = run_fake(t, ["run", "flashfq", "--device", "/dev/fake0", "--short", "--seed", "3"],
+                   out)
+    yield out, t, log
 
 
 def test_run_restores_the_device_and_records_json_plus(ran: tuple[Path, Device, str]) -> None:
