@@ -47,6 +47,8 @@ DEMO = (
               on_device=False),
     DemoSuite("flashfq", ("--scenarios", "a,b,c,d", "--tasks", "16", "--reps", "1",
                           "--runtime", "2", "--ramp", "0.5"), needs_module="flashfq-iosched"),
+    DemoSuite("cars", ("--read-ratios", "0,50,100", "--flows", "2,4,8", "--reps", "1",
+                       "--runtime", "3", "--ramp", "0.5"), needs_module="cars-iosched"),
 )
 
 
