@@ -10,7 +10,8 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -157,17 +158,23 @@ class Guest:
     def has_kmemleak(self) -> bool:
         return self.run(f"[ -e {KMEMLEAK} ]").rc == 0
 
+    def unload_modules(self) -> None:
+        """Unload the project's modules that nothing uses (what they free
+        on exit is then in kmemleak's next scan)."""
+        mods = " ".join(m.replace("-", "_") for m in self.vm.modules)
+        self.sh(f"""
+for m in {mods}; do grep -q "^$m " /proc/modules && rmmod $m 2>/dev/null; done
+true""")
+
     def take_leaks(self) -> str:
-        """Unload the project's modules that nothing uses, scan for leaks
-        and return kmemleak's report of those not yet seen ("" if none;
-        always "" on a kernel without kmemleak).  kmemleak reports an
-        object once it has been unreferenced for 5 s, so a leak at the end
-        of one test can show at the next one's scan, with its backtrace."""
+        """Scan for leaks and return kmemleak's report of those not yet
+        seen ("" if none; always "" on a kernel without kmemleak).
+        kmemleak reports an object once it has been unreferenced for 5 s,
+        so a leak at the end of one scan's span can show at the next
+        scan, with its backtrace."""
         if not self.has_kmemleak:
             return ""
-        mods = " ".join(m.replace("-", "_") for m in self.vm.modules)
         return self.sh(f"""
-for m in {mods}; do grep -q "^$m " /proc/modules && rmmod $m 2>/dev/null; done
 echo scan > {KMEMLEAK}
 cat {KMEMLEAK}
 echo clear > {KMEMLEAK}
@@ -270,8 +277,16 @@ def sched(request: pytest.FixtureRequest) -> Sched:
     return request.param  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class VMs:
+    """vm_factory: get() the VM (booting one when there is none or it
+    died), or the current one (None: none yet)."""
+    get: Callable[[], Guest]
+    current: Callable[[], Guest | None]
+
+
 @pytest.fixture(scope="session")
-def vm_factory(request: pytest.FixtureRequest) -> Iterator[Any]:
+def vm_factory(request: pytest.FixtureRequest) -> Iterator[VMs]:
     kernel = _kernel(request.config)
     state: dict[str, Any] = {"vm": None, "guest": None}
 
@@ -312,18 +327,32 @@ def vm_factory(request: pytest.FixtureRequest) -> Iterator[Any]:
             state["guest"] = g
         return g
 
-    yield get
+    yield VMs(get, lambda: state["guest"])
     if state["vm"] is not None:
         state["vm"].cleanup()
 
 
 @pytest.fixture
-def guest(vm_factory: Any) -> Iterator[Guest]:
-    """The VM, with a check that the test left the kernel log clean."""
-    g: Guest = vm_factory()
+def guest(vm_factory: VMs) -> Iterator[Guest]:
+    """The VM, with a check that the test left the kernel log clean; the
+    project's unused modules are unloaded after it (leak_scan)."""
+    g = vm_factory.get()
     yield g
     if not g.dead:
         bad = g.take_dmesg()
         assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+        g.unload_modules()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def leak_scan(vm_factory: VMs, request: pytest.FixtureRequest) -> Iterator[None]:
+    """kmemleak over each test file's tests, once they are done: a scan
+    takes 6-12 s of the debug kernel's time (it reads all of the guest's
+    memory), once per test was a fifth of the debug tier.  A leak fails the
+    file's last test, with kmemleak's backtrace of the allocation."""
+    yield
+    g = vm_factory.current()
+    if g is not None and not g.dead:
         leaks = g.take_leaks()
-        assert not leaks, "kmemleak after this test:\n" + "\n".join(leaks.splitlines()[:60])
+        assert not leaks, (f"kmemleak after the tests of {request.module.__name__}:\n"
+                           + "\n".join(leaks.splitlines()[:60]))
