@@ -392,3 +392,49 @@ def test_demo_runs_the_short_cars_suite() -> None:
     cfgs = get("cars").plan(cars_ctx(list(s.args))).configs()
     # the demo's share per kernel
     assert len(cfgs) == 5 * 4 + 3 and sum(c.seconds for c in cfgs) == 23 * 3.5
+
+
+def check_report_against_fio(folder: Path) -> dict[str, Any]:
+    """Recompute from fio's JSON alone, independently of the suite's code,
+    every workload's mean slowdown, total IOPS and weighted fairness per
+    configuration (one repetition each, or the mean over them), and compare
+    with summary.json; the summary."""
+    m = json.loads((folder / "manifest.json").read_text())
+
+    def side(job: dict[str, Any], d: str) -> tuple[int, float]:
+        x = job[d]
+        return x["total_ios"], x["clat_ns"]["mean"] / 1000 if x["total_ios"] else 0.0
+
+    def flow_mean(job: dict[str, Any]) -> float:
+        (nr, r), (nw, w) = side(job, "read"), side(job, "write")
+        return (nr * r + nw * w) / (nr + nw)
+    alone: dict[int, list[float]] = {}
+    mixes: dict[tuple[str, str], list[list[dict[str, Any]]]] = {}
+    for r in m["runs"]:
+        jobs = json.loads((folder / r["json"]).read_text())["jobs"]
+        if r["labels"]["kind"] == "alone":
+            alone.setdefault(int(r["labels"]["reads"]), []).append(flow_mean(jobs[0]))
+        else:
+            mixes.setdefault((r["labels"]["workload"], r["labels"]["sched"]), []).append(jobs)
+    base = {k: sum(v) / len(v) for k, v in alone.items()}
+    s = json.loads((folder / "summary.json").read_text())["cars"]
+    assert mixes
+    for (w, sched), runs in mixes.items():
+        got = s["workloads"][w]["schedulers"][sched]
+        sds = [[flow_mean(j) / base[int(j["jobname"].rsplit("-r", 1)[1])] for j in jobs]
+               for jobs in runs]
+        assert got["mean_slowdown"]["mean"] == pytest.approx(
+            statistics.fmean(statistics.fmean(x) for x in sds))
+        assert got["fairness"]["mean"] == pytest.approx(
+            statistics.fmean(sum(1 / v for v in x) for x in sds))
+        assert got["iops"]["mean"] == pytest.approx(statistics.fmean(
+            sum(j["read"]["iops"] + j["write"]["iops"] for j in jobs) for jobs in runs))
+    for w, g in s["cars_vs_rr"].items():
+        c, rr = (s["workloads"][w]["schedulers"][x] for x in ("cars", "cars-rr"))
+        assert g["slowdown"] == pytest.approx(1 - c["mean_slowdown"]["mean"] /
+                                              rr["mean_slowdown"]["mean"])
+    return s
+
+
+def test_report_agrees_with_fio_json(cars_run: tuple[Path, Ssdsim, str]) -> None:
+    check_report_against_fio(cars_run[0])
