@@ -1,4 +1,5 @@
-"""CARS (Yang, Huang, Zhang, Wu, Lin, DATE 2019): conflict-aware request
+"""CARS ("CARS: A Multi-layer Conflict-Aware Request Scheduler for NVMe
+SSDs"): conflict-aware request
 scheduling against round-robin, the paper's set-up in fio terms on ssdsim.
 
 Flows are fio jobs (each its own process, so its own I/O context: one CARS
