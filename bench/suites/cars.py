@@ -1,6 +1,6 @@
 """CARS ("CARS: A Multi-layer Conflict-Aware Request Scheduler for NVMe
-SSDs"): conflict-aware request
-scheduling against round-robin, the paper's set-up in fio terms on ssdsim.
+SSDs"): conflict-aware request scheduling against round-robin, the paper's
+set-up in fio terms on ssdsim.
 
 Flows are fio jobs (each its own process, so its own I/O context: one CARS
 flow), random 4 KiB mixed reads and writes (rwmixread), direct I/O, a few
