@@ -82,8 +82,11 @@ fio --output-format=json --output=/tmp/fio.json --filename=/dev/{dev} --direct=1
     # two clock reads accounts for the rest).
     agree = sum(abs(r.kernel_device_ns - r.device_ns) < 1_000_000 for r in bd.requests)
     assert agree >= 0.95 * len(bd.requests), f"{agree} of {len(bd.requests)}"
-    # strict priority with promotion: RT waits less than best effort
-    assert classes["rt3"]["staged"][50.0] < classes["be"]["staged"][50.0]
+    # strict priority with promotion: RT waits less than best effort (a
+    # timing ratio: not on the debug kernel, where KASAN and lockdep, and
+    # the VM tiers beside it, make it meaningless; 434 against 234 us once)
+    if not g.debug_kernel:
+        assert classes["rt3"]["staged"][50.0] < classes["be"]["staged"][50.0]
     keep = os.environ.get("K2_TRACE_KEEP")
     if keep:
         Path(keep).write_text(text)
