@@ -485,7 +485,9 @@ def test_overhead_plan_measures_flashfq_with_a_depth_and_throttle_that_never_lim
     # cars: every die it can tell apart, the whole queue, no throttle
     cs = [c for b in plan.phases[0].blocks for c in b if c.scheduler == "cars"]
     assert len(cs) == 2 and all(c.tunables == (("nr_dies", 255), ("depth", 512),
-                                               ("throttle_size", 0)) for c in cs)
+                                               ("throttle_size", 0), ("read_us", 1),
+                                               ("write_us", 1), ("erase_us", 1))
+                                for c in cs)
     assert "flashfq" in overhead.SCHEDS and "bfq" in overhead.SCHEDS
     assert {s.name for s in get("overhead").schedulers} >= {"flashfq", "bfq", "fifo-ref"}
 
