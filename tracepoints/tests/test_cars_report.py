@@ -11,7 +11,6 @@ picks passed over heads: two for a busy die (one of them then dispatched
 another request), one for the throttle."""
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections import Counter
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tracepoints import report
-from tracepoints.tests.test_flashfq_report import printk_formats
+from tracepoints.tests.test_flashfq_report import ftrace_line, printk_formats
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = printk_formats(ROOT / "tracepoints" / "trace" / "events" / "cars.h")
@@ -34,15 +33,9 @@ class Trace:
         self.lines: list[tuple[int, str]] = []
 
     def event(self, ts: int, name: str, **f: int | str) -> None:
-        unnamed = iter([*DEV, f.pop("rwbs", "RS"), f.pop("sector", 0), f.pop("nr_sector", 8)])
-        f = {"inflight": 1, **f}
-
-        def conv(m: re.Match[str]) -> str:
-            return f"{m.group(1)}={f[m.group(1)]}" if m.group(1) else str(next(unnamed))
-        body = re.sub(r"(?:(\w+)=)?%(?:llu|u|d|s)", conv, FORMATS[name])
-        assert "%" not in body, body
-        self.lines.append((ts, f"             fio-1     [000] ...1. "
-                               f"{ts // 10**9:5d}.{ts % 10**9 // US:06d}: {name}: {body}"))
+        unnamed = [*DEV, f.pop("rwbs", "RS"), f.pop("sector", 0), f.pop("nr_sector", 8)]
+        self.lines.append((ts, ftrace_line(FORMATS[name], ts, name, {"inflight": 1, **f},
+                                           unnamed)))
 
     def request(self, ts: int, tag: int, flow: int, die: int, write: bool, requeue: bool = False,
                 **extra: int) -> None:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,20 @@ def printk_formats(header: Path = HEADER) -> dict[str, str]:
 FORMATS = printk_formats()
 
 
+def ftrace_line(fmt: str, ts: int, name: str, named: dict[str, Any], unnamed: list[Any],
+                pid: int = 1) -> str:
+    """Event @name at @ts as ftrace prints it with TP_printk format @fmt:
+    `name=%x` from @named, the unnamed conversions from @unnamed in turn."""
+    rest = iter(unnamed)
+
+    def conv(m: re.Match[str]) -> str:
+        return f"{m.group(1)}={named[m.group(1)]}" if m.group(1) else str(next(rest))
+    body = re.sub(r"(?:(\w+)=)?%(?:llu|u|d|s)", conv, fmt)
+    assert "%" not in body, body
+    return (f"             fio-{pid}     [000] ...1. "
+            f"{ts // 10**9:5d}.{ts % 10**9 // US:06d}: {name}: {body}")
+
+
 class Trace:
     """ftrace text lines of flashfq events, each printed as the kernel
     prints it: `name=%x` from the named field, the unnamed conversions
@@ -59,16 +74,9 @@ class Trace:
         self.tags = iter(range(100, 10_000))
 
     def event(self, ts: int, name: str, task: int = 0, **f: int) -> None:
-        unnamed = iter([*DEV, f.pop("rwbs", "RS"), f.pop("sector", 2048 * task),
-                        f.pop("nr_sector", 8)])
+        unnamed = [*DEV, f.pop("rwbs", "RS"), f.pop("sector", 2048 * task), f.pop("nr_sector", 8)]
         f = {"task": task, "inflight": 1, "vtime": 0, "start": 0, **f}
-
-        def conv(m: re.Match[str]) -> str:
-            return f"{m.group(1)}={f[m.group(1)]}" if m.group(1) else str(next(unnamed))
-        body = re.sub(r"(?:(\w+)=)?%(?:llu|u|d|s)", conv, FORMATS[name])
-        assert "%" not in body, body
-        self.lines.append((ts, f"             fio-{task or 1}     [000] ...1. "
-                               f"{ts // 10**9:5d}.{ts % 10**9 // US:06d}: {name}: {body}"))
+        self.lines.append((ts, ftrace_line(FORMATS[name], ts, name, f, unnamed, task or 1)))
 
     def request(self, ts: int, task: int, requeue: bool = False) -> None:
         """Insert at @ts, dispatch 5 us later, complete after the task's
