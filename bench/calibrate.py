@@ -72,9 +72,12 @@ SCHEDULERS = ("cars", *CALIBRATIONS)
 #: ssdsim's sysfs attributes (/sys/block/<dev>/ssdsim/) cars_tunables() reads
 SSDSIM_ATTRS = ("dies", "page_size", "read_ns", "program_ns", "erase_ns", "xfer_ns",
                 "time_scale", "cmt_pages", "write_buffer_pages", "write_die")
-#: cars-core.h's CARS_MAX_OP_US and CARS_MAX_HOLD_US, and the range of page_kb
+#: cars-core.h's CARS_MAX_OP_US, CARS_MAX_HOLD_US, CARS_MAX_DEPTH and
+#: CARS_MAX_DIES, and the range of page_kb
 CARS_MAX_OP_US = 10_000_000
 CARS_MAX_HOLD_US = 1_000_000
+CARS_MAX_DEPTH = 1024
+CARS_MAX_DIES = 255
 CARS_PAGE_KB = (1, 64)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from bench import device as devmod
 from bench import jobs
+from bench.calibrate import CARS_MAX_DEPTH, CARS_MAX_DIES
 from bench.device import DeviceError
 from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, Run, summarize
@@ -62,9 +63,6 @@ COMPARE: dict[str, list[tuple[str, float | None, str]]] = {
 NAMES = {"k2": "K2", "flashfq": "FlashFQ", "cars": "CARS"}
 #: flashfq's dispatch depth tunable's largest value
 FLASHFQ_MAX_DEPTH = 256
-#: cars's largest depth and nr_dies (cars-core.h)
-CARS_MAX_DEPTH = 1024
-CARS_MAX_DIES = 255
 
 
 def run_iops(r: Run) -> float:
