@@ -352,8 +352,9 @@ def guest(vm_factory: VMs) -> Iterator[Guest]:
 def leak_scan(vm_factory: VMs, request: pytest.FixtureRequest) -> Iterator[None]:
     """kmemleak over each test file's tests, once they are done: a scan
     takes 6-12 s of the debug kernel's time (it reads all of the guest's
-    memory): once per test, about 10 of the debug tier's 33 min.  A leak fails the
-    file's last test, with kmemleak's backtrace of the allocation."""
+    memory), which once per test was about 10 of the debug tier's 33 min.
+    A leak fails the file's last test, with kmemleak's backtrace of the
+    allocation."""
     yield
     g = vm_factory.current()
     if g is not None and not g.dead:
