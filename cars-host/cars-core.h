@@ -515,8 +515,9 @@ static inline u64 cars_min_nz(u64 a, u64 b)
 
 /*
  * cars_pick() - which flow's oldest request to dispatch
- * @heads:	the oldest request of every flow that has one, in round-robin
- *		order (the flow after the one served last comes first)
+ * @heads:	the oldest request or requests of every flow that has some
+ *		(a flow's oldest first), in round-robin order (the flow
+ *		after the one served last comes first)
  * @n:		entries in @heads
  * @now:	the time, ns
  *

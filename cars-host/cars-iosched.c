@@ -30,6 +30,9 @@
  *   cmt_regions	0..CARS_MAX_CMT, default 0 (off): mapping-cache
  *			regions the scheduler assumes the device caches.
  *   cmt_region_kb	4..1048576, default 2048: one region, KiB.
+ *   lookahead	1..CARS_SCAN, default 1: requests of each flow a pick
+ *			considers, oldest first; 1 is the paper's (a device
+ *			sees only the head of each submission queue).
  *   write_pointer	0..nr_dies - 1: the die the next written page is
  *			predicted on; set it from the device when the
  *			device was written without CARS (ssdsim: write_die).
@@ -59,7 +62,7 @@
  * the flow lives while any of its requests does.  Requests without one
  * share cd->anon.  A flow with queued requests is on cd->rr, in
  * round-robin order: a flow served goes to its tail.  A pick looks at the
- * first CARS_SCAN flows.
+ * oldest @lookahead requests of each flow, CARS_SCAN in all.
  *
  * In-flight accounting
  * --------------------
@@ -168,6 +171,7 @@ struct cars_data {
 	struct cars_counts counts;
 	struct cars_head heads[CARS_SCAN];	/* dispatch's scratch */
 	struct cars_flow *head_flow[CARS_SCAN];
+	struct request *head_rq[CARS_SCAN];
 	void *map_mem;			/* constant: the record's memory */
 	void *cmt_mem;			/* constant: the cache model's */
 
@@ -183,6 +187,7 @@ struct cars_data {
 	unsigned int filter;
 	unsigned int cmt_regions;
 	unsigned int cmt_region_kb;
+	unsigned int lookahead;
 };
 
 /*
@@ -446,16 +451,21 @@ static struct request *__cars_dispatch_request(struct cars_data *cd)
 		return NULL;
 	}
 	list_for_each_entry(f, &cd->rr, rr_node) {
-		struct request *h = list_first_entry(&f->fifo, struct request,
-						     queuelist);
+		unsigned int k = 0;
+		struct request *h;
 
-		cd->heads[n].flow = (unsigned long)f;
-		cd->heads[n].sector = blk_rq_pos(h);
-		cd->heads[n].nr_sectors = blk_rq_sectors(h);
-		cd->heads[n].op = cars_rq_op(h);
-		cd->heads[n].arrival = cars_rq_time(h);
-		cd->head_flow[n] = f;
-		if (++n == CARS_SCAN)
+		list_for_each_entry(h, &f->fifo, queuelist) {
+			cd->heads[n].flow = (unsigned long)f;
+			cd->heads[n].sector = blk_rq_pos(h);
+			cd->heads[n].nr_sectors = blk_rq_sectors(h);
+			cd->heads[n].op = cars_rq_op(h);
+			cd->heads[n].arrival = cars_rq_time(h);
+			cd->head_flow[n] = f;
+			cd->head_rq[n] = h;
+			if (++n == CARS_SCAN || ++k == cd->lookahead)
+				break;
+		}
+		if (n == CARS_SCAN)
 			break;
 	}
 	now = ktime_get_ns();
@@ -475,7 +485,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd)
 		return NULL;
 	}
 	f = cd->head_flow[c.idx];
-	rq = list_first_entry(&f->fifo, struct request, queuelist);
+	rq = cd->head_rq[c.idx];
 	cars_remove_request(cd, f, rq);
 	/* the flow served goes to the tail: round-robin */
 	if (f->queued)
@@ -689,6 +699,7 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	cd->filter = 1;
 	cd->cmt_regions = 0;
 	cd->cmt_region_kb = CARS_DEFAULT_CMT_REGION_KB;
+	cd->lookahead = 1;
 	params = cars_params_of(cd);
 	cars_init(&cd->s, &params, cd->die, cd->map_mem, CARS_MAP_CHUNKS,
 		  cd->cmt_mem, cd->cmt_regions);
@@ -796,6 +807,8 @@ CARS_SHOW(cmt_regions, cd->cmt_regions);
 CARS_STORE(cmt_regions, cd->cmt_regions, 0, CARS_MAX_CMT, false, true);
 CARS_SHOW(cmt_region_kb, cd->cmt_region_kb);
 CARS_STORE(cmt_region_kb, cd->cmt_region_kb, 4, CARS_MAX_REGION_KB, false, true);
+CARS_SHOW(lookahead, cd->lookahead);
+CARS_STORE(lookahead, cd->lookahead, 1, CARS_SCAN, false, false);
 #undef CARS_SHOW
 #undef CARS_STORE
 
@@ -879,6 +892,7 @@ static struct elv_fs_entry cars_attrs[] = {
 	CARS_ATTR(erase_us),
 	CARS_ATTR(depth),
 	CARS_ATTR(throttle_size),
+	CARS_ATTR(lookahead),
 	CARS_ATTR(max_hold_us),
 	CARS_ATTR(filter),
 	CARS_ATTR(cmt_regions),

@@ -276,6 +276,42 @@ TEST(pick_skips_busy_dies_in_round_robin_order)
 	done(&f);
 }
 
+TEST(pick_looks_past_a_flows_oldest)
+{
+	struct fixture f;
+	struct cars_params p = params(4);
+	struct cars_head h[3];
+	struct cars_choice c;
+	u64 now = 10000;
+
+	p.throttle_size = 2;
+	setup(&f, &p, 4, 0);
+	f.s.wp = 1;
+	cars_dispatched(&f.s, 9, 0, 8, CARS_OP_WRITE, now);	/* die 1 */
+	/* lookahead 2: flow 1's two oldest, then flow 2's oldest */
+	h[0] = head(1, 5, CARS_OP_READ, now - 9);	/* die 1: busy */
+	h[1] = head(1, 6, CARS_OP_READ, now - 5);	/* die 2: idle */
+	h[2] = head(2, 7, CARS_OP_READ, now - 7);	/* die 3: idle */
+	c = cars_pick(&f.s, h, 3, now + 1);
+	CHECK_EQ(c.idx, 1);
+	CHECK_EQ(c.skipped[CARS_SKIP_DIE_BUSY], 1);
+	/* a throttled flow is passed over whole */
+	cars_dispatched(&f.s, 1, 12 * 8, 8, CARS_OP_READ, now);	/* die 0 */
+	cars_dispatched(&f.s, 1, 16 * 8, 8, CARS_OP_READ, now);
+	c = cars_pick(&f.s, h, 3, now + 1);
+	CHECK_EQ(c.idx, 2);
+	CHECK_EQ(c.skipped[CARS_SKIP_THROTTLE], 2);
+	/* when all conflict, the one forced is the oldest: a flow's first */
+	f.s.p.max_hold_ns = 0;
+	h[1].sector = 5 * 8;
+	h[2].sector = 9 * 8;				/* die 1 */
+	f.s.consec = 0;
+	c = cars_pick(&f.s, h, 3, now + 1);
+	CHECK_EQ(c.idx, 0);
+	CHECK(c.forced);
+	done(&f);
+}
+
 TEST(pick_forces_the_oldest_after_max_hold)
 {
 	struct fixture f;
@@ -555,6 +591,7 @@ UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(dies_queue_operations_and_idle_on_completion),
 	  UNIT(rq_word_round_trips),
 	  UNIT(pick_skips_busy_dies_in_round_robin_order),
+	  UNIT(pick_looks_past_a_flows_oldest),
 	  UNIT(pick_forces_the_oldest_after_max_hold),
 	  UNIT(throttle_skips_a_flow_until_another_is_served),
 	  UNIT(mapping_cache_deprioritises_uncached_regions),
