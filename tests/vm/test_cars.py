@@ -204,6 +204,29 @@ exit $rc""")
         assert right >= 0.9 * n, (kind, right, n)
 
 
+def test_lookahead_verifies_and_ends_idle(cars: Guest) -> None:
+    """With lookahead 8 (picks past a flow's oldest request, so a flow's
+    requests leave out of order), four flows of random 4-32 KiB writes read
+    back intact (crc32c), every request dispatched completes, and nothing
+    is left in flight or queued."""
+    g = cars
+    _calibrate(g)
+    g.set_attr(DEV, "lookahead", 8)
+    res = g.fio(f"--filename=/dev/{DEV} --direct=1 --ioengine=io_uring --name=v "
+                "--rw=randwrite --bsrange=4k-32k --iodepth=8 --numjobs=4 --size=4m "
+                "--offset_increment=4m --verify=crc32c --verify_fatal=1 --do_verify=1 "
+                "--randrepeat=0 --group_reporting", timeout=600)
+    st = fio.job_stats(res, "v")
+    assert st.error == 0
+    assert st.io_bytes == 4 * 2 * (4 << 20), st  # written and read back
+    g.sh("sleep 0.2")
+    c = g.stats(DEV)
+    assert c["dispatched"] == c["completed"], c
+    assert g.stat(DEV, "inflight") == "0"
+    assert g.stat(DEV, "queued") == "0"
+    g.select(DEV, "none")
+
+
 def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         guest: Guest, nvme_tcp: tuple[str, str]) -> None:
     """A reset of a loopback NVMe/TCP controller while CARS holds requests
