@@ -139,6 +139,19 @@ class Guest:
         """A debugfs file of "name value" lines (counters) as a dict."""
         return {k: int(v) for k, v in (ln.split() for ln in self.stat(dev, name).splitlines())}
 
+    def assert_idle(self, dev: str) -> None:
+        """Nothing in flight or queued: the block layer's counts and, where
+        the scheduler has them, its own (debugfs sched/inflight,
+        sched/queued)."""
+        self.sh("sleep 0.5")
+        assert self.sh(f"cat /sys/block/{dev}/inflight").split() == ["0", "0"]
+        dbg = self.sched_dbg(dev)
+        for name in ("inflight", "queued"):
+            if self.run(f"[ -e {dbg}/{name} ]").rc == 0:
+                # a count, or one per queue ("rt0 0" ... "be 0": K2's queued)
+                text = self.sh(f"cat {dbg}/{name}")
+                assert all(ln.split()[-1] == "0" for ln in text.splitlines()), (name, text)
+
     def set_attr(self, dev: str, name: str, value: object) -> None:
         self.sh(f"echo {value} > /sys/block/{dev}/queue/iosched/{name}")
         assert self.attr(dev, name) == str(value)

@@ -84,19 +84,6 @@ def fired(g: Guest, group: str, times: int) -> int:
     return times - int(g.sh(f"cat {group}/times").strip())
 
 
-def assert_idle(g: Guest, dev: str) -> None:
-    """Nothing in flight or queued: the block layer's counts and, where the
-    scheduler has them, its own (debugfs sched/inflight, sched/queued)."""
-    g.sh("sleep 0.5")
-    assert g.sh(f"cat /sys/block/{dev}/inflight").split() == ["0", "0"]
-    dbg = Guest.sched_dbg(dev)
-    for name in ("inflight", "queued"):
-        if g.run(f"[ -e {dbg}/{name} ]").rc == 0:
-            # a count, or one per queue ("rt0 0" ... "be 0": K2's queued)
-            text = g.sh(f"cat {dbg}/{name}")
-            assert all(ln.split()[-1] == "0" for ln in text.splitlines()), (name, text)
-
-
 def write_and_verify(g: Guest, dev: str, timeout: float = 600) -> dict[str, Any]:
     res = g.fio(WRITE.format(dev=dev) + " --do_verify=1", timeout=timeout)
     st = fio.job_stats(res, "w")
@@ -145,7 +132,7 @@ def test_requeue_injection(guest: Guest, sched: Sched, nullb: str) -> None:
     arm(g, grp, 0, 0)
     print(f"{sched.name}: {n} requeues injected")
     assert n > 50
-    assert_idle(g, nullb)
+    g.assert_idle(nullb)
 
 
 def test_timeout_injection(guest: Guest, sched: Sched, nullb: str) -> None:
@@ -162,9 +149,9 @@ def test_timeout_injection(guest: Guest, sched: Sched, nullb: str) -> None:
           f"(first errno {errno}) in {ios} reads")
     assert n > 0
     assert errors == n and errno == 110  # ETIMEDOUT
-    assert_idle(g, nullb)
+    g.assert_idle(nullb)
     verify_only(g, nullb)
-    assert_idle(g, nullb)
+    g.assert_idle(nullb)
 
 
 def test_fail_make_request(guest: Guest, sched: Sched, nullb: str) -> None:
@@ -185,7 +172,7 @@ def test_fail_make_request(guest: Guest, sched: Sched, nullb: str) -> None:
           f"(first errno {errno}) in {ios} reads")
     assert n > 0
     assert errors == n and errno == 5  # EIO
-    assert_idle(g, nullb)
+    g.assert_idle(nullb)
     verify_only(g, nullb)
 
 
