@@ -38,7 +38,7 @@ def test_bound_never_exceeded_and_reached(k2: Guest) -> None:
     g.set_attr(dev, "max_inflight", 4)
     script_args = (f"--name=sat --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
                    "--rw=randread --bs=4k --iodepth=32 --numjobs=2 --group_reporting")
-    # 100 samples, however long they take: 3 s here, 60 s on the debug
+    # 100 samples, however long they take: 3 s here, 110 s on the debug
     # kernel beside the VM tiers; a time-based run got 39 in 4 s on CI's
     # 7.3 beside the debug tier.  fio runs until they are in.
     r = g.run(f"""
