@@ -23,15 +23,18 @@ Design (measured and argued in README.md, "The VM test bed"):
 from __future__ import annotations
 
 import base64
+import fcntl
 import functools
 import hashlib
 import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -451,15 +454,25 @@ class VM:
         self._send(cmd)
         try:
             ack_deadline = time.monotonic() + ACK_SECONDS
+            unread, progress = -1, 0.0
             while True:
                 retry = min(ack_deadline, time.monotonic() + 2.0)
                 line = self._readline_or_none(retry, "the agent to take the command",
                                               fatal=retry >= ack_deadline)
-                if line is None or line == "NAK":
+                if line == f"ACK {sid}":
+                    break
+                if line is None and (left := self._unread()):
+                    # A long line (a binary for the guest) takes a loaded
+                    # guest seconds to read through its UART: sending it
+                    # again then only piles copies up in the socket until
+                    # a send times out.  Wait while the guest reads, up to
+                    # ACK_SECONDS after the last bytes it took.
+                    if left != unread:
+                        unread, progress = left, time.monotonic()
+                    ack_deadline = max(ack_deadline, progress + ACK_SECONDS)
+                elif line is None or line == "NAK":
                     self.resends += 1
                     self._send(cmd)
-                elif line == f"ACK {sid}":
-                    break
             deadline = time.monotonic() + timeout + 60
             chunks: list[str] | None = None
             while True:
@@ -526,10 +539,22 @@ class VM:
 
     def _send(self, data: bytes) -> None:
         assert self.sock is not None
+        self.sock.settimeout(ACK_SECONDS)
         try:
             self.sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             self._died("broke")
+        except socket.timeout:
+            self.dead = True
+            raise VMError(f"the guest did not read {len(data)} bytes sent to its agent in "
+                          f"{ACK_SECONDS:.0f} s; console tail:\n{self.console_tail()}") from None
+
+    def _unread(self) -> int:
+        """Bytes sent to the agent that QEMU has not taken from the socket
+        yet (it takes them as the guest reads its UART)."""
+        assert self.sock is not None
+        buf = fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0" * 4)
+        return int(struct.unpack("i", buf)[0])
 
     def _died(self, how: str) -> NoReturn:
         """The agent connection @how (closed, was reset): QEMU is exiting,

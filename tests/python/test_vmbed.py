@@ -1,6 +1,7 @@
 """Pieces of the VM test bed that need no VM."""
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -114,3 +115,68 @@ def test_tcg_threads_single_but_for_the_debug_kernel(
     assert vmbed.tcg_threads("6.12.117-ssd-debug") == "single"
     monkeypatch.setenv("VM_TCG_THREAD", "multi")
     assert vmbed.tcg_threads("7.3.4+deb13-cloud-amd64") == "multi"
+
+
+def _agent_vm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[vmbed.VM, socket.socket]:
+    """A VM object talking to the other end of a socket pair (the agent's
+    side, played by the test), with no QEMU."""
+    import socket
+    monkeypatch.setattr(vmbed, "CACHE", tmp_path)
+    vm = vmbed.VM(vmbed.VMConfig(kernel="none"))
+    ours, agent = socket.socketpair()
+    vm.sock = ours
+    return vm, agent
+
+
+def test_long_command_read_slowly_is_not_sent_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 40 KB command line that the guest takes 5 s to read (a binary sent
+    to a loaded guest) is sent once and runs: sending it again every 2 s
+    filled the socket until a send timed out (CI, 7.3, test_flashfq's
+    CLONE_IO binary)."""
+    import base64
+    import threading
+    import time
+    vm, agent = _agent_vm(tmp_path, monkeypatch)
+    got: list[bytes] = []
+
+    def guest() -> None:
+        buf = b""
+        start = time.monotonic()
+        while buf.count(b"\n") < 2:          # the leading newline, the line
+            time.sleep(0.25)
+            buf += agent.recv(2048)
+        got.append(buf)
+        assert time.monotonic() - start > 4
+        sid = buf.split()[1].decode()
+        out = base64.b64encode(b"ran\n")
+        agent.sendall(f"ACK {sid}\nBEGIN {sid}\n".encode() + out
+                      + f"\nEND {sid} 0 {len(out)}\n".encode())
+        agent.recv(100)                      # GOT
+
+    t = threading.Thread(target=guest)
+    t.start()
+    try:
+        r = vm.run("echo " + "x" * 30000, timeout=30)
+        t.join()
+        assert r.rc == 0 and r.out == "ran\n"
+        assert vm.resends == 0
+        assert len(got) == 1 and got[0].count(b"RUN") == 1
+    finally:
+        agent.close()
+        vm.cleanup()
+
+
+def test_guest_that_reads_nothing_is_a_vm_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guest that stops reading its agent's port: a VMError that says so,
+    not a bare socket timeout."""
+    monkeypatch.setattr(vmbed, "ACK_SECONDS", 1.0)
+    vm, agent = _agent_vm(tmp_path, monkeypatch)
+    try:
+        with pytest.raises(vmbed.VMError, match="did not read|take the command"):
+            vm.run("echo " + "x" * 400000, timeout=5)
+        assert vm.dead
+    finally:
+        agent.close()
+        vm.cleanup()
