@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,15 +111,28 @@ class Suite:
         return False
 
 
+#: suites that live in another top-level folder of the project, as
+#: (folder, module): the folder goes on sys.path to import the module
+ELSEWHERE = (("kyber-tune", "kybertune.grid"),)
+
+
 def _modules() -> list[str]:
     here = Path(__file__).parent
-    return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
+    found = [f"bench.suites.{m.name}" for m in pkgutil.iter_modules([str(here)])
+             if not m.name.startswith("_")]
+    root = here.parent.parent
+    for folder, mod in ELSEWHERE:
+        if (root / folder).is_dir():
+            if str(root / folder) not in sys.path:
+                sys.path.append(str(root / folder))
+            found.append(mod)
+    return sorted(found)
 
 
 def all_suites() -> dict[str, Suite]:
     out: dict[str, Suite] = {}
     for mod in _modules():
-        s = getattr(importlib.import_module(f"bench.suites.{mod}"), "SUITE", None)
+        s = getattr(importlib.import_module(mod), "SUITE", None)
         if isinstance(s, Suite):
             out[s.name] = s
     return out

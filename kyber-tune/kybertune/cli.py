@@ -1,0 +1,195 @@
+"""kyber-tune: find, recommend and keep Kyber's latency targets.
+
+  grid       the study's grid search (the benchmark runner's kyber-grid suite)
+  report     rewrite a grid's report.md and heatmaps
+  recommend  the best targets of a grid for an objective, with predicted figures
+  verify     re-run the recommended point; predicted against measured
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import cli as bench_cli
+from bench import results as resmod
+from bench.results import ResultsError, Summary
+
+from kybertune import dead as deadmod
+from kybertune.grid import Grid, grids
+from kybertune.recommend import OBJECTIVES, Objective, Recommendation, dumps, recommend
+
+PROG = "kyber-tune"
+
+EPILOG = """\
+examples:
+  kyber-tune grid --device /dev/nvme0n1                    # a real, empty NVMe drive
+  kyber-tune grid --vm --device ssdsim0 --short --read-us 50:5000:3 --write-us 100:100000:3
+  kyber-tune recommend results/kyber-grid-nvme0n1-20261125-120000 --workload R1+W256 \\
+      --objective min-read-p99 --min-write-iops 20000
+  kyber-tune verify results/kyber-grid-nvme0n1-20261125-120000 --workload R1+W256 \\
+      --objective max-iops --max-read-p99-us 500
+"""
+
+
+def _objective_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", help="a kyber-grid results folder")
+    p.add_argument("--workload", help="the grid's workload to use (default: each)")
+    p.add_argument("--objective", choices=OBJECTIVES, required=True,
+                   help="min-read-p99: the lowest read P99 (with --min-write-iops, among "
+                   "points that keep that many write IOPS); max-iops: the most read + write "
+                   "IOPS (with --max-read-p99-us, among points within that read P99)")
+    p.add_argument("--min-write-iops", type=float, metavar="IOPS")
+    p.add_argument("--max-read-p99-us", type=float, metavar="US")
+    p.add_argument("--tolerance", type=float, default=deadmod.TOLERANCE,
+                   help="differences of means up to this fraction count as none when "
+                   f"listing equally good points (default {deadmod.TOLERANCE})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub.add_parser("grid", add_help=False,
+                   help="the grid search: `kyber-tune grid --help` (the options of "
+                   "`python3 -m bench run kyber-grid`)")
+    rep = sub.add_parser("report", help="rewrite report.md and the heatmaps of grid results")
+    rep.add_argument("results", nargs="+")
+    rec = sub.add_parser("recommend", help="the best targets of a grid for an objective",
+                         description="The best targets of a measured grid for an objective, "
+                         "with the figures the grid predicts for them (mean ± sd over its "
+                         "repetitions) and Kyber's defaults' beside them.")
+    _objective_args(rec)
+    rec.add_argument("--json", action="store_true", help="print JSON instead of text")
+    ver = sub.add_parser("verify", help="re-run the recommended point; predicted vs measured",
+                         description="Recommend as `recommend` does, then run that point "
+                         "again (with Kyber's defaults beside it) on the grid's device, with "
+                         "the grid's durations, and print predicted against measured.")
+    _objective_args(ver)
+    ver.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
+    ver.add_argument("--device", help="default: the grid's device")
+    ver.add_argument("--destroy-data", metavar="DEVICE",
+                     help="as for grid: overwrite a device that holds data")
+    ver.add_argument("--out", help="results folder of the re-run (default: "
+                     "<grid folder>-verify-<UTC time>)")
+    ver.add_argument("--vm", action="store_true", help="in the VM test bed")
+    ver.add_argument("--kernel", help="with --vm: kernel release (default: the grid's)")
+    return ap
+
+
+def _grids(folder: str, workload: str | None) -> tuple[resmod.Results, dict[str, Grid]]:
+    res = resmod.load(folder)
+    if res.suite != "kyber-grid":
+        raise ResultsError(f"{folder} holds {res.suite} results, not kyber-grid")
+    p = res.manifest["params"]
+    gs = grids(res, float(p.get("dead_tolerance", deadmod.TOLERANCE)))
+    if workload is not None:
+        if workload not in gs:
+            raise ValueError(f"--workload {workload}: the grid has {', '.join(gs)}")
+        gs = {workload: gs[workload]}
+    return res, {k: g for k, g in gs.items() if g.cells}
+
+
+def _recommendations(a: argparse.Namespace) -> tuple[resmod.Results, list[Recommendation]]:
+    obj = Objective(a.objective, a.min_write_iops, a.max_read_p99_us)
+    res, gs = _grids(a.results, a.workload)
+    scale = int(res.manifest["params"].get("time_scale", 1))
+    return res, [recommend(g, obj, scale, a.tolerance) for g in gs.values()]
+
+
+def cmd_recommend(a: argparse.Namespace) -> int:
+    _, recs = _recommendations(a)
+    print(dumps(recs) if a.json else "\n\n".join(r.text() for r in recs))
+    return 0 if all(r.best is not None for r in recs) else 3
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    import datetime as dt
+    res, recs = _recommendations(a)
+    if len(recs) != 1:
+        raise ValueError("verify re-runs one point: name the grid's --workload "
+                         f"({', '.join(r.workload for r in recs)})")
+    rec = recs[0]
+    print(rec.text(), flush=True)
+    if rec.best is None:
+        return 3
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out = a.out or f"{Path(a.results).resolve()}-verify-{stamp}"
+    argv = verify_argv(res, rec, a.device, a.reps, out, a.destroy_data, a.vm, a.kernel)
+    rc = bench_cli.main(argv)
+    if rc != 0:
+        return rc
+    _, again = _grids(out, rec.workload)
+    g = again[rec.workload]
+    cell = g.default if rec.best.name == "default" else next(iter(g.cells.values()))
+    assert cell is not None
+    print("\n" + compare(rec, cell.samples, a.tolerance))
+    return 0
+
+
+def verify_argv(res: resmod.Results, rec: Recommendation, device: str | None, reps: int,
+                out: str, destroy_data: str | None, vm: bool, kernel: str | None) -> list[str]:
+    """`python3 -m bench` arguments re-running @rec's best point (and the
+    defaults) like the grid @res: its device unless @device, its
+    durations, engine, pinning and file system."""
+    assert rec.best is not None
+    m = res.manifest
+    p = m["params"]
+    argv = ["run", "kyber-grid", "--device", device or m["device"]["path"],
+            "--workloads", rec.workload,
+            "--read-us", f"{rec.best.read_us:g}", "--write-us", f"{rec.best.write_us:g}",
+            "--runtime", f"{p['runtime']:g}", "--ramp", f"{p['ramp']:g}",
+            "--reps", str(reps), "--ioengine", p.get("ioengine", "io_uring"), "--out", out]
+    if not p.get("pin", True):
+        argv.append("--no-pin")
+    if p.get("fs"):
+        argv += ["--fs", p["fs"]]
+    if destroy_data:
+        argv += ["--destroy-data", destroy_data]
+    if vm:
+        argv += ["--vm", "--kernel", kernel or m["target"].get("kernel", "")]
+    return argv
+
+
+def compare(rec: Recommendation, measured: dict[str, list[float]],
+            tolerance: float = deadmod.TOLERANCE) -> str:
+    """Predicted against measured, per metric, with whether they agree
+    (kybertune.dead's rule)."""
+    from bench.results import summarize
+    assert rec.best is not None
+    pred = rec.best.predicted()
+    lines = [f"{'metric':12s} {'predicted':>28s} {'measured':>28s}  agree"]
+    for m, title, scale, digits in (("read_p99_us", "read P99 ms", 1e-3, 3),
+                                    ("read_iops", "read IOPS", 1.0, 0),
+                                    ("write_iops", "write IOPS", 1.0, 0)):
+        got: Summary = summarize(measured.get(m, []))
+        if pred[m].n == 0 and got.n == 0:
+            continue
+        same = deadmod.indistinguishable(rec.best.cell.samples.get(m, []),
+                                         measured.get(m, []), tolerance)
+        lines.append(f"{title:12s} {pred[m].fmt(scale, digits):>28s} "
+                     f"{got.fmt(scale, digits):>28s}  {'yes' if same else 'NO'}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "grid":
+        return bench_cli.main(["run", "kyber-grid", *argv[1:]])
+    a = build_parser().parse_args(argv)
+    try:
+        if a.cmd == "report":
+            return bench_cli.main(["report", *a.results])
+        if a.cmd == "recommend":
+            return cmd_recommend(a)
+        if a.cmd == "verify":
+            return cmd_verify(a)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except (ResultsError, ValueError, OSError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
+    return 2
