@@ -4,6 +4,7 @@
   report     rewrite a grid's report.md and heatmaps
   recommend  the best targets of a grid for an objective, with predicted figures
   verify     re-run the recommended point; predicted against measured
+  auto       keep a read-P99 objective on a live device (online tuner)
 """
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from pathlib import Path
 
 from bench import cli as bench_cli
 from bench import results as resmod
+from bench.device import DeviceError
 from bench.results import ResultsError, Summary
+from bench.target import TargetError
+from scripts.vmbed import VMError
 
 from kybertune import dead as deadmod
 from kybertune.grid import Grid, grids
@@ -30,6 +34,7 @@ examples:
       --objective min-read-p99 --min-write-iops 20000
   kyber-tune verify results/kyber-grid-nvme0n1-20261125-120000 --workload R1+W256 \\
       --objective max-iops --max-read-p99-us 500
+  kyber-tune auto --device /dev/nvme0n1 --read-p99-us 300   # until Ctrl-C
 """
 
 
@@ -76,7 +81,53 @@ def build_parser() -> argparse.ArgumentParser:
                      "<grid folder>-verify-<UTC time>)")
     ver.add_argument("--vm", action="store_true", help="in the VM test bed")
     ver.add_argument("--kernel", help="with --vm: kernel release (default: the grid's)")
+    au = sub.add_parser("auto", help="keep a read-P99 objective on a live device",
+                        description="Online tuner: sets read_lat_nsec to the objective and "
+                        "moves write_lat_nsec every period from Kyber's own p99 reports "
+                        "(kyber_latency events in an ftrace instance of its own; no fio), "
+                        "until --duration or Ctrl-C/SIGTERM; then puts the targets (and with "
+                        "--select the scheduler) back, also after an error. Writes log.csv, "
+                        "auto.png and summary.json. The controller: kyber-tune/README.md.")
+    au.add_argument("--device", "-d", required=True, help="the live device (kyber selected)")
+    au.add_argument("--read-p99-us", type=float, required=True, metavar="US",
+                    help="the objective: read P99 in us")
+    au.add_argument("--period", type=float, default=1.0,
+                    help="seconds between adjustments (default 1)")
+    au.add_argument("--duration", type=float, default=0.0,
+                    help="seconds to run (default 0: until Ctrl-C or SIGTERM)")
+    au.add_argument("--write-min-us", type=float,
+                    help="lowest write target in us (default: the objective)")
+    au.add_argument("--write-max-us", type=float,
+                    help="highest write target in us (default: 1000 x the objective)")
+    au.add_argument("--select", action="store_true",
+                    help="select kyber if the device uses another scheduler (put back at "
+                    "the end)")
+    au.add_argument("--out", help="folder for log.csv, auto.png, summary.json (default "
+                    "results/kyber-auto-<device>-<UTC time>)")
+    au.add_argument("--vm", action="store_true", help="in the VM test bed")
+    au.add_argument("--kernel", help="with --vm: kernel release")
     return ap
+
+
+def cmd_auto(a: argparse.Namespace) -> int:
+    import datetime as dt
+    from kybertune import auto
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    name = a.device.rsplit("/", 1)[-1]
+    out = Path(a.out or bench_cli.ROOT / "results" / f"kyber-auto-{name}-{stamp}")
+    a.trace = None
+    with bench_cli.target_for(a) as target:
+        res = auto.run(target, a.device, a.read_p99_us, a.period, a.duration,
+                       a.write_min_us, a.write_max_us, a.select, sys.stdout,
+                       log=out / "log.csv")
+    if res.rows:
+        auto.plot(res.rows, a.read_p99_us, out / "auto.png")
+        s = auto.summary(res.rows, a.read_p99_us)
+        (out / "summary.json").write_text(auto.dumps({**s, "stopped_by": res.stopped_by,
+                                                      "restored": res.restored}) + "\n")
+        print(f"{s['over']} of {s['periods']} periods over the objective; log, plot and "
+              f"summary in {out}")
+    return 0
 
 
 def _grids(folder: str, workload: str | None) -> tuple[resmod.Results, dict[str, Grid]]:
@@ -186,10 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_recommend(a)
         if a.cmd == "verify":
             return cmd_verify(a)
+        if a.cmd == "auto":
+            return cmd_auto(a)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except (ResultsError, ValueError, OSError) as e:
+    except (ResultsError, ValueError, OSError, DeviceError, TargetError, VMError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     return 2

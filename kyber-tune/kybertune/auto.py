@@ -1,0 +1,392 @@
+"""kyber-tune auto: keep a read-latency objective on a live device by
+adjusting Kyber's targets, from Kyber's own latency histograms.
+
+Signal.  Kyber keeps, per domain, a histogram of each request's total
+latency in eight buckets of a quarter of that domain's target, and about
+every 100 ms (once it has 500 samples, or after 1 s) reports its p99
+bucket in the kyber_latency trace event: "READ total p99 N/4" means that
+99% of the reads completed within N/4 of read_lat_nsec (N = 8: beyond
+7/4).  The tuner sets read_lat_nsec to the objective, so that these
+events measure the read P99 against it directly (and Kyber's own
+congestion check, a domain's p90 device latency above its target, aims at
+it too), and records them in an ftrace instance of its own; every period
+it reads them and clears them.  The period's estimate is the mean of the
+reported bucket bounds, weighted by their samples: the ratio r of the read
+P99 to the objective, in steps of 1/4.  No fio, no extra instrumentation.
+The block layer's mean read latency over the period (/sys/block/<dev>/stat)
+is logged beside it as a cross-check.
+
+Lever.  The write target.  When Kyber sees congestion it throttles the
+domains whose latency is good against their own target and lets the others
+deepen (block/kyber-iosched.c, kyber_timer_fn): a write target well above
+the writes' latency makes writes "good", so they are the ones throttled
+when reads suffer; a write target below it makes them "bad", and they get
+more depth.  So raising write_lat_nsec protects reads, lowering it gives
+writes their bandwidth back.
+
+Controller (multiplicative, with a dead band and a memory):
+- r > 1 (the P99 bucket is above the objective): write target x UP (2),
+  at once, and remember: for MEMORY periods (30) the write target does not
+  go back below 1.25 x the value that just missed;
+- r <= 3/4 for QUIET (3) periods in a row: write target x DOWN (0.8),
+  never below that floor nor --write-min-us;
+- 3/4 < r <= 1 (the bucket just under the objective): hold;
+- a period without read samples: hold (nothing to judge).
+Why it does not oscillate: the dead band is a whole bucket wide, so one
+write target cannot satisfy both the up and the down rule; a step down
+needs three quiet periods and is 5x smaller (in log terms) than a step up,
+so after a miss the target settles above the value that missed instead of
+hunting around it; and the memory keeps it there for 30 periods.  When the
+memory ends the tuner probes lower again: in a steady load that costs at
+most one missed period per MEMORY periods, and gives write bandwidth back
+when the load has become lighter.  When the load rises, the first period
+over the objective doubles the write target (log2(range) periods at most
+to reach the top of the range)."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from bench import device as devmod
+from bench.device import DeviceError
+from bench.runner import Cleanups
+from bench.target import Target, q
+from bench.trace import EventSpec, Ftrace
+
+UP, DOWN, QUIET, MEMORY, FLOOR_MARGIN = 2.0, 0.8, 3, 30, 1.25
+IN_BAND = 0.75           # r above this (and up to 1): hold
+EVENTS = [EventSpec("kyber", "kyber_latency"), EventSpec("kyber", "kyber_adjust")]
+LINE = re.compile(r"kyber_latency: (\d+),(\d+) (\w+) (\S+) p(\d+) (\d+)/(\d+) samples=(\d+)")
+ADJUST = re.compile(r"kyber_adjust: (\d+),(\d+) (\w+) (\d+)")
+
+
+@dataclass
+class Controller:
+    """The write target's controller (module docstring); targets in ns."""
+    w_ns: int
+    w_min_ns: int
+    w_max_ns: int
+    up: float = UP
+    down: float = DOWN
+    quiet_needed: int = QUIET
+    memory: int = MEMORY
+    quiet: int = 0
+    floor_ns: int = 0
+    floor_left: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.w_min_ns <= self.w_max_ns:
+            raise ValueError("write target range: need 0 < min <= max")
+        if not (self.up > 1 and 0 < self.down < 1 and self.quiet_needed >= 1):
+            raise ValueError("controller steps: need up > 1, 0 < down < 1, quiet >= 1")
+        self.w_ns = min(max(self.w_ns, self.w_min_ns), self.w_max_ns)
+
+    def update(self, ratio: float | None) -> str:
+        """One period's read-P99-to-objective ratio (None: no samples); the
+        action taken: up, down, hold, idle."""
+        if self.floor_left > 0:
+            self.floor_left -= 1
+        if ratio is None:
+            return "idle"
+        if ratio > 1.0:
+            self.quiet = 0
+            self.floor_ns = min(self.w_max_ns, math.ceil(self.w_ns * FLOOR_MARGIN))
+            self.floor_left = self.memory
+            new = min(self.w_max_ns, math.ceil(self.w_ns * self.up))
+            moved = new != self.w_ns
+            self.w_ns = new
+            return "up" if moved else "hold"
+        if ratio > IN_BAND:
+            self.quiet = 0
+            return "hold"
+        self.quiet += 1
+        if self.quiet < self.quiet_needed:
+            return "hold"
+        self.quiet = 0
+        low = max(self.w_min_ns, self.floor_ns if self.floor_left > 0 else 0)
+        new = max(low, int(self.w_ns * self.down))
+        if new >= self.w_ns:
+            return "hold"
+        self.w_ns = new
+        return "down"
+
+
+@dataclass(frozen=True)
+class Window:
+    """One kyber_latency report: domain, type, percentile, bucket bound
+    (numerator / denominator of the target), samples."""
+    domain: str
+    kind: str
+    pct: int
+    num: int
+    den: int
+    samples: int
+
+
+def parse(text: str, devt: tuple[int, int]) -> tuple[list[Window], dict[str, int]]:
+    """The kyber_latency reports and the last kyber_adjust depth per domain
+    for device @devt (major, minor) in a trace's text."""
+    wins, depth = [], {}
+    for line in text.splitlines():
+        m = LINE.search(line)
+        if m and (int(m.group(1)), int(m.group(2))) == devt:
+            wins.append(Window(m.group(3), m.group(4), int(m.group(5)), int(m.group(6)),
+                               int(m.group(7)), int(m.group(8))))
+            continue
+        m = ADJUST.search(line)
+        if m and (int(m.group(1)), int(m.group(2))) == devt:
+            depth[m.group(3)] = int(m.group(4))
+    return wins, depth
+
+
+def read_ratio(wins: list[Window]) -> tuple[float | None, int]:
+    """The period's read P99 as a ratio of the read target (the reported
+    bucket bounds' mean weighted by samples) and the samples behind it."""
+    rd = [w for w in wins if w.domain == "READ" and w.kind == "total" and w.pct == 99
+          and w.den > 0]
+    n = sum(w.samples for w in rd)
+    if not rd or n == 0:
+        return None, 0
+    return sum(w.num / w.den * w.samples for w in rd) / n, n
+
+
+class Source(Protocol):
+    def poll(self) -> tuple[list[Window], dict[str, int]]: ...
+
+
+class KyberEvents:
+    """kyber_latency and kyber_adjust of one device, recorded in an ftrace
+    instance of the tuner's own (removed at the end)."""
+
+    def __init__(self, target: Target, dev: str, on_exit: Callable[[str, Callable[[], None]],
+                                                                      None]):
+        self.t = target
+        mm = target.check(f"cat /sys/class/block/{q(dev)}/dev", what="reading dev_t").strip()
+        major, minor = mm.split(":")
+        self.devt = (int(major), int(minor))
+        self.ft = Ftrace(target, buffer_kb=1024)
+        self.ft.tag = f"kyber-tune-{dev}"
+        avail = self.ft.setup(on_exit)
+        if "kyber_latency" not in avail.get("kyber", set()):
+            raise DeviceError("the kernel has no kyber trace events (kyber_latency): "
+                              "load kyber-iosched first")
+        self.ft.prepare(EVENTS, "auto")
+        self.t.check(self.ft.start_cmd(), what="starting the trace")
+
+    def poll(self) -> tuple[list[Window], dict[str, int]]:
+        i = self.ft.inst
+        text = self.t.check(f"cat {i}/trace; echo > {i}/trace", what="reading the trace")
+        return parse(text, self.devt)
+
+
+@dataclass
+class Row:
+    t: float
+    read_lat_nsec: int
+    write_lat_nsec: int
+    ratio: float | None
+    p99_bound_us: float | None
+    samples: int
+    mean_read_ms: float | None
+    read_depth: int | None
+    write_depth: int | None
+    action: str
+
+
+@dataclass
+class AutoResult:
+    rows: list[Row] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    stopped_by: str = "duration"
+
+
+def _stat(target: Target, dev: str) -> tuple[int, int]:
+    """(reads completed, ms spent reading) from /sys/block/<dev>/stat."""
+    f = target.check(f"cat /sys/class/block/{q(dev)}/stat").split()
+    return int(f[0]), int(f[3])
+
+
+@contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def run(target: Target, device: str, objective_us: float, period: float = 1.0,
+        duration: float = 0.0, w_min_us: float | None = None, w_max_us: float | None = None,
+        select: bool = False, out: TextIO | None = None,
+        source: Callable[[Target, str, Callable[[str, Callable[[], None]], None]], Source]
+        | None = None, sleep: Callable[[float], None] = time.sleep,
+        log: Path | None = None) -> AutoResult:
+    """Tune /dev/@device until @duration seconds have passed (0: until
+    Ctrl-C or SIGTERM); the targets and the scheduler are put back at the
+    end, also after an error.  Each period's row goes to @out and to the
+    CSV @log as it happens."""
+    if objective_us <= 0 or period <= 0 or duration < 0:
+        raise ValueError("--read-p99-us and --period must be > 0, --duration >= 0")
+    dev = devmod.resolve(target, device)
+    obj_ns = round(objective_us * 1000)
+    w_min = round((w_min_us if w_min_us is not None else objective_us) * 1000)
+    w_max = round((w_max_us if w_max_us is not None else 1000 * objective_us) * 1000)
+    cleanups = Cleanups(out) if out is not None else Cleanups()
+    res = AutoResult()
+    saved = devmod.save_state(target, dev)
+    try:
+        with _signals_as_interrupt():
+            if saved.scheduler != "kyber":
+                if not select:
+                    raise DeviceError(f"/dev/{dev} uses {saved.scheduler}, not kyber: select "
+                                      "kyber first, or pass --select (the scheduler is put "
+                                      "back at the end)")
+                if devmod.load_module(target, "kyber-iosched"):
+                    cleanups.add("module kyber-iosched unloaded (if unused)",
+                                 lambda: _unload(target))
+                cleanups.add(f"/dev/{dev} back to {saved.scheduler}",
+                             lambda: _restore(target, saved))
+                devmod.set_scheduler(target, dev, "kyber")
+            else:
+                cleanups.add(f"/dev/{dev}'s kyber targets back to "
+                             f"read_lat_nsec={saved.tunables.get('read_lat_nsec')} "
+                             f"write_lat_nsec={saved.tunables.get('write_lat_nsec')}",
+                             lambda: _restore(target, saved))
+            w0 = int(devmod.read_attr(target, dev, "write_lat_nsec"))
+            ctl = Controller(w0, w_min, w_max)
+            devmod.set_tunable(target, dev, "read_lat_nsec", obj_ns)
+            devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
+            src = (source or KyberEvents)(target, dev, cleanups.add)
+            writer = _csv(log)
+            t0 = time.monotonic()
+            last = _stat(target, dev)
+            depth: dict[str, int] = {}
+            while duration == 0 or time.monotonic() - t0 < duration:
+                sleep(period)
+                wins, d = src.poll()
+                depth.update(d)
+                ratio, n = read_ratio(wins)
+                now = _stat(target, dev)
+                reads, ms = now[0] - last[0], now[1] - last[1]
+                last = now
+                w_before = ctl.w_ns
+                action = ctl.update(ratio)
+                if ctl.w_ns != w_before:
+                    devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
+                row = Row(round(time.monotonic() - t0, 2), obj_ns, ctl.w_ns, ratio,
+                          None if ratio is None else ratio * objective_us, n,
+                          ms / reads if reads > 0 else None, depth.get("READ"),
+                          depth.get("WRITE"), action)
+                res.rows.append(row)
+                if writer is not None:
+                    writer(row)
+                if out is not None:
+                    print(_fmt(row), file=out, flush=True)
+    except KeyboardInterrupt:
+        res.stopped_by = "signal"
+    finally:
+        res.restored = cleanups.run()
+    return res
+
+
+def _unload(target: Target) -> None:
+    devmod.unload_module(target, "kyber-iosched")
+
+
+def _restore(target: Target, saved: devmod.SavedState) -> None:
+    failed = devmod.restore_state(target, saved)
+    if failed:
+        raise DeviceError("; ".join(failed))
+
+
+FIELDS = ["t", "read_lat_nsec", "write_lat_nsec", "ratio", "p99_bound_us", "samples",
+          "mean_read_ms", "read_depth", "write_depth", "action"]
+
+
+def _csv(path: Path | None) -> Callable[[Row], None] | None:
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerow(FIELDS)
+
+    def write(row: Row) -> None:
+        with path.open("a", newline="") as f:
+            csv.writer(f).writerow(["" if getattr(row, k) is None else getattr(row, k)
+                                    for k in FIELDS])
+    return write
+
+
+def _fmt(r: Row) -> str:
+    p = "no reads" if r.ratio is None else f"read P99 <= {r.p99_bound_us:.0f} us ({r.ratio:.2f})"
+    return (f"{r.t:7.1f} s  {p:32s} write_lat_nsec {r.write_lat_nsec:>11d}  {r.action}"
+            + (f"  (mean read {r.mean_read_ms:.2f} ms)" if r.mean_read_ms is not None else ""))
+
+
+def load_log(path: Path) -> list[Row]:
+    rows = []
+    with path.open() as f:
+        for rec in csv.DictReader(f):
+            def num(k: str, cast: Callable[[str], Any] = float) -> Any:
+                return cast(rec[k]) if rec[k] != "" else None
+            rows.append(Row(float(rec["t"]), int(rec["read_lat_nsec"]),
+                            int(rec["write_lat_nsec"]), num("ratio"), num("p99_bound_us"),
+                            int(rec["samples"]), num("mean_read_ms"), num("read_depth", int),
+                            num("write_depth", int), rec["action"]))
+    return rows
+
+
+def plot(rows: list[Row], objective_us: float, path: Path) -> Path:
+    """Targets and the measured read P99 bound over time (PNG)."""
+    from bench.report import figure, save
+    fig, ax = figure(1, 2, width=7.5, height=2.6)
+    t = [r.t for r in rows]
+    a = ax[0][0]
+    a.step(t, [r.p99_bound_us / 1000 if r.p99_bound_us is not None else math.nan
+               for r in rows], where="post", label="read P99 (Kyber's bucket bound)")
+    a.plot(t, [r.mean_read_ms if r.mean_read_ms is not None else math.nan for r in rows],
+           lw=0.8, alpha=0.7, label="mean read latency (block layer)")
+    a.axhline(objective_us / 1000, color="tab:red", ls="--", lw=1, label="objective")
+    a.set_ylabel("ms")
+    a.legend(fontsize=7)
+    a.grid(alpha=0.3)
+    b = ax[1][0]
+    b.step(t, [r.write_lat_nsec / 1e6 for r in rows], where="post", color="tab:green",
+           label="write_lat_nsec")
+    b.step(t, [r.read_lat_nsec / 1e6 for r in rows], where="post", color="tab:purple",
+           label="read_lat_nsec")
+    b.set_yscale("log")
+    b.set_ylabel("target (ms)")
+    b.set_xlabel("time (s)")
+    b.legend(fontsize=7)
+    b.grid(alpha=0.3)
+    save(fig, path)
+    return path
+
+
+def summary(rows: list[Row], objective_us: float, settle: float = 0.0) -> dict[str, Any]:
+    """After @settle seconds: the share of periods over the objective, the
+    write target's range and its median."""
+    after = [r for r in rows if r.t >= settle and r.ratio is not None]
+    ws = sorted(r.write_lat_nsec for r in after)
+    return {"objective_us": objective_us, "periods": len(after),
+            "over": sum(1 for r in after if r.ratio is not None and r.ratio > 1.0),
+            "write_lat_nsec": {"min": ws[0], "median": ws[len(ws) // 2], "max": ws[-1]}
+            if ws else None,
+            "actions": {a: sum(1 for r in rows if r.action == a)
+                        for a in ("up", "down", "hold", "idle")}}
+
+
+def dumps(d: dict[str, Any]) -> str:
+    return json.dumps(d, indent=1)
