@@ -54,6 +54,9 @@ def _vm(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"{what} inside the VM test bed (scripts/vmbed.py) instead of on this "
                         "machine; devices are the guest's (nvme0n1, vm-throttled, ssdsim0)")
     v.add_argument("--kernel", help="with --vm: kernel release (default: first test kernel)")
+    v.add_argument("--ssdsim", metavar="PARAMS", default="",
+                   help="with --vm and an ssdsim device: its module parameters, e.g. "
+                   "'time_scale=20 write_buffer_kb=0' (default: ssdsim's own)")
 
 
 def _common(p: argparse.ArgumentParser, suite: suites.Suite) -> None:
@@ -185,7 +188,7 @@ def target_for(a: argparse.Namespace) -> Iterator[Target]:
         if getattr(a, "device", None) and a.device.lstrip("/").removeprefix("dev/").startswith(
                 "ssdsim"):
             from bench import device as devmod
-            devmod.load_module(target, "ssdsim")
+            devmod.load_module(target, "ssdsim", getattr(a, "ssdsim", "") or "")
         yield target
 
 

@@ -5,6 +5,7 @@
   recommend  the best targets of a grid for an objective, with predicted figures
   verify     re-run the recommended point; predicted against measured
   auto       keep a read-P99 objective on a live device (online tuner)
+  bench      auto against the grid: a writer starts halfway beside a reader
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from bench import cli as bench_cli
 from bench import results as resmod
+from bench import device as devmod
 from bench.device import DeviceError
 from bench.results import ResultsError, Summary
 from bench.target import TargetError
@@ -44,7 +46,8 @@ def _objective_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--objective", choices=OBJECTIVES, required=True,
                    help="min-read-p99: the lowest read P99 (with --min-write-iops, among "
                    "points that keep that many write IOPS); max-iops: the most read + write "
-                   "IOPS (with --max-read-p99-us, among points within that read P99)")
+                   "IOPS (with --max-read-p99-us, among points within that read P99); "
+                   "max-write-iops: the most write IOPS (same ceiling)")
     p.add_argument("--min-write-iops", type=float, metavar="IOPS")
     p.add_argument("--max-read-p99-us", type=float, metavar="US")
     p.add_argument("--tolerance", type=float, default=deadmod.TOLERANCE,
@@ -106,7 +109,56 @@ def build_parser() -> argparse.ArgumentParser:
                     "results/kyber-auto-<device>-<UTC time>)")
     au.add_argument("--vm", action="store_true", help="in the VM test bed")
     au.add_argument("--kernel", help="with --vm: kernel release")
+    au.add_argument("--ssdsim", metavar="PARAMS", default="",
+                    help="with --vm and an ssdsim device: its module parameters")
+    be = sub.add_parser("bench", help="auto against a grid's static points: a writer starts "
+                        "halfway beside a latency-bound reader",
+                        description="A reader (the grid workload's R side) runs alone for half "
+                        "of --runtime, then the writer (its W side) starts beside it, while "
+                        "`auto` keeps --read-p99-us. fio measures the reader from --settle "
+                        "seconds after the writer's start, and the writer; the grid gives the "
+                        "best static point for the same objective and Kyber's defaults. Writes "
+                        "report.md, auto.png, log.csv, fio.json, summary.json into --out.")
+    be.add_argument("grid", help="a kyber-grid results folder measured on the device")
+    be.add_argument("--read-p99-us", type=float, required=True, metavar="US")
+    be.add_argument("--workload", default="R1+W256", help="the grid's pair (default R1+W256)")
+    be.add_argument("--runtime", type=float, default=60.0, help="seconds in all (default 60)")
+    be.add_argument("--settle", type=float, default=10.0,
+                    help="seconds after the writer's start before the reader is measured "
+                    "(default 10)")
+    be.add_argument("--period", type=float, default=1.0, help="auto's period (default 1)")
+    be.add_argument("--device", help="default: the grid's device")
+    be.add_argument("--destroy-data", metavar="DEVICE",
+                    help="overwrite a device that holds data (must name it again)")
+    be.add_argument("--out", help="default: <grid folder>-bench-<UTC time>")
+    be.add_argument("--vm", action="store_true", help="in the VM test bed")
+    be.add_argument("--kernel", help="with --vm: kernel release (default: the grid's)")
     return ap
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    import datetime as dt
+    from bench.session import check_device
+    from kybertune import versus
+    res = resmod.load(a.grid)
+    if res.suite != "kyber-grid":
+        raise ResultsError(f"{a.grid} holds {res.suite} results, not kyber-grid")
+    a.device = a.device or res.manifest["device"]["path"]
+    if a.vm and not a.kernel:
+        a.kernel = res.manifest["target"].get("kernel")
+    a.ssdsim = ssdsim_params(res.manifest) if res.manifest["device"].get("kind") == "ssdsim" \
+        else ""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out = Path(a.out or f"{Path(a.grid).resolve()}-bench-{stamp}")
+    a.trace = None
+    with bench_cli.target_for(a) as target:
+        check_device(target, devmod.resolve(target, a.device), a.destroy_data)
+        o = versus.run(target, res, a.device, a.read_p99_us, a.workload, a.runtime, a.settle,
+                       a.period, out)
+    print(f"\nreader P99 {o.after_p99_us / 1000:.3f} ms (objective {a.read_p99_us / 1000:g}), "
+          f"writer {o.writer_iops:.0f} IOPS; {versus.summarize_goals(o)}\nreport: "
+          f"{out / 'report.md'}")
+    return 0
 
 
 def cmd_auto(a: argparse.Namespace) -> int:
@@ -201,7 +253,17 @@ def verify_argv(res: resmod.Results, rec: Recommendation, device: str | None, re
         argv += ["--destroy-data", destroy_data]
     if vm:
         argv += ["--vm", "--kernel", kernel or m["target"].get("kernel", "")]
+        if m["device"].get("kind") == "ssdsim":
+            argv += ["--ssdsim", ssdsim_params(m)]
     return argv
+
+
+def ssdsim_params(manifest: dict[str, object]) -> str:
+    """The module parameters ssdsim had in a results folder's run (to load
+    it the same way in a new VM)."""
+    dev = manifest["device"]
+    assert isinstance(dev, dict)
+    return " ".join(f"{k}={v}" for k, v in sorted(dev.get("module_params", {}).items()))
 
 
 def compare(rec: Recommendation, measured: dict[str, list[float]],
@@ -239,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_verify(a)
         if a.cmd == "auto":
             return cmd_auto(a)
+        if a.cmd == "bench":
+            return cmd_bench(a)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

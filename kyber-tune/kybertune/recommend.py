@@ -4,7 +4,9 @@ Objectives:
 - min-read-p99: the lowest mean read P99, among the points whose mean write
   IOPS are at least --min-write-iops (no constraint without it);
 - max-iops: the highest mean read + write IOPS, among the points whose mean
-  read P99 is at most --max-read-p99-us.
+  read P99 is at most --max-read-p99-us;
+- max-write-iops: the highest mean write IOPS, among the same (what a
+  latency-bound reader leaves a writer).
 Kyber's defaults, measured beside the grid, are a candidate too.  The
 prediction is the point's mean ± standard deviation over the grid's
 repetitions; the points that cannot be told from the best in the objective
@@ -21,7 +23,7 @@ from bench.results import Summary, summarize
 from kybertune import dead as deadmod
 from kybertune.grid import Cell, Grid
 
-OBJECTIVES = ("min-read-p99", "max-iops")
+OBJECTIVES = ("min-read-p99", "max-iops", "max-write-iops")
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class Objective:
         if self.kind == "min-read-p99" and self.max_read_p99_us is not None:
             raise ValueError("min-read-p99 takes a write-IOPS floor (--min-write-iops), "
                              "not a read-P99 ceiling")
-        if self.kind == "max-iops" and self.min_write_iops is not None:
-            raise ValueError("max-iops takes a read-P99 ceiling (--max-read-p99-us), "
+        if self.kind != "min-read-p99" and self.min_write_iops is not None:
+            raise ValueError(f"{self.kind} takes a read-P99 ceiling (--max-read-p99-us), "
                              "not a write-IOPS floor")
         for v in (self.min_write_iops, self.max_read_p99_us):
             if v is not None and not (v >= 0 and math.isfinite(v)):
@@ -47,7 +49,8 @@ class Objective:
         if self.kind == "min-read-p99":
             return "minimise read P99" + (f" subject to write IOPS >= {self.min_write_iops:g}"
                                           if self.min_write_iops is not None else "")
-        return "maximise read + write IOPS" + (
+        what = "read + write IOPS" if self.kind == "max-iops" else "write IOPS"
+        return f"maximise {what}" + (
             f" subject to read P99 <= {self.max_read_p99_us:g} us"
             if self.max_read_p99_us is not None else "")
 
@@ -59,16 +62,20 @@ class Objective:
             return self.min_write_iops is None or m["write_iops"] >= self.min_write_iops
         if self.max_read_p99_us is not None and not m["read_p99_us"] <= self.max_read_p99_us:
             return False
-        return not math.isnan(_total(c))
+        return not math.isnan(self.score(c))
 
     def score(self, c: Cell) -> float:
         """Larger is better."""
-        return -_means(c)["read_p99_us"] if self.kind == "min-read-p99" else _total(c)
+        if self.kind == "min-read-p99":
+            return -_means(c)["read_p99_us"]
+        return _total(c) if self.kind == "max-iops" else _means(c)["write_iops"]
 
     def samples(self, c: Cell) -> list[float]:
         """The objective's repetitions at @c."""
         if self.kind == "min-read-p99":
             return list(c.samples.get("read_p99_us", []))
+        if self.kind == "max-write-iops":
+            return list(c.samples.get("write_iops", []))
         r, w = c.samples.get("read_iops", []), c.samples.get("write_iops", [])
         if r and w:
             return [a + b for a, b in zip(r, w)]

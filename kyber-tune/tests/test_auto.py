@@ -115,6 +115,12 @@ def test_parse_and_ratio() -> None:
     r, n = read_ratio(wins)
     assert n == 2000 and r == pytest.approx((0.75 * 500 + 1.25 * 1500) / 2000)
     assert read_ratio([w for w in wins if w.domain == "WRITE"]) == (None, 0)
+    # a slow reader: no total p99 yet, the device p90 over the target stands
+    # in (a lower bound); under it, nothing is known
+    io = [Window("READ", "I/O", 90, 7, 4, 12)]
+    assert read_ratio(io) == (1.75, 12)
+    assert read_ratio([Window("READ", "I/O", 90, 3, 4, 12)]) == (None, 0)
+    assert read_ratio(io + [Window("READ", "total", 99, 8, 4, 500)]) == (2.0, 500)
 
 
 class Live(KyberTarget):

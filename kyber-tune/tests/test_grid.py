@@ -216,9 +216,18 @@ def test_recommend_objectives(grid_run: tuple[Path, KyberTarget, str]) -> None:
     r = recommend(g, Objective("max-iops"))
     assert r.best is not None and r.best.write_us >= 1000
     assert "Kyber's defaults" in r.text()
+    # the most write IOPS within a read P99 of 0.8 ms: the 0.1 ms write
+    # targets (0.736 ms); within 0.5 ms, what the rest leave (2500)
+    r = recommend(g, Objective("max-write-iops", max_read_p99_us=800.0))
+    assert r.best is not None and r.best.write_us == 100 and r.feasible == 7
+    assert "maximise write IOPS subject to read P99 <= 800 us" in r.text()
+    r = recommend(g, Objective("max-write-iops", max_read_p99_us=500.0))
+    assert r.best is not None and r.best.write_us >= 1000 and r.feasible == 5
+    assert r.best.predicted()["write_iops"].mean == pytest.approx(2500)
     for bad in (dict(kind="fastest"), dict(kind="max-iops", min_write_iops=5.0),
                 dict(kind="min-read-p99", max_read_p99_us=5.0),
-                dict(kind="max-iops", max_read_p99_us=-1.0)):
+                dict(kind="max-iops", max_read_p99_us=-1.0),
+                dict(kind="max-write-iops", min_write_iops=1.0)):
         with pytest.raises(ValueError):
             Objective(**bad)  # type: ignore[arg-type]
 
@@ -247,7 +256,12 @@ def test_recommend_and_verify_command_lines(grid_run: tuple[Path, KyberTarget, s
     assert argv[:2] == ["run", "kyber-grid"]
     assert argv[argv.index("--read-us") + 1] == f"{rec.best.read_us:g}"     # type: ignore
     assert argv[argv.index("--runtime") + 1] == "3" and argv[argv.index("--reps") + 1] == "3"
-    assert argv[argv.index("--device") + 1] == "/dev/fake0"
+    assert argv[argv.index("--device") + 1] == "/dev/fake0" and "--vm" not in argv
+    res.manifest["device"].update(kind="ssdsim", module_params={"time_scale": "20",
+                                                                 "write_buffer_kb": "0"})
+    argv = verify_argv(res, rec, device=None, reps=3, out="/tmp/v", destroy_data=None,
+                       vm=True, kernel="k")
+    assert argv[-5:] == ["--vm", "--kernel", "k", "--ssdsim", "time_scale=20 write_buffer_kb=0"]
     cmp = compare(rec, {"read_p99_us": rec.best.cell.samples["read_p99_us"],  # type: ignore
                         "read_iops": [1.0], "write_iops": rec.best.cell.samples["write_iops"]})  # type: ignore
     assert re.search(r"read P99 ms .* yes", cmp) and re.search(r"read IOPS .* NO", cmp)

@@ -1,0 +1,123 @@
+"""kyber-tune in the VM, on ssdsim: a 3 x 3 grid at short durations makes
+its heatmaps (targets read back, scaled by time_scale); `auto` raises the
+write target when a writer starts beside a latency-bound reader, and puts
+the targets back on SIGTERM."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import results as resmod
+from bench.cli import parse
+from bench.session import run_suite
+from bench.target import VMTarget
+from conftest import ROOT, Guest
+
+sys.path.insert(0, str(ROOT / "kyber-tune"))
+from kybertune import auto, grid  # noqa: E402
+
+TIME_SCALE = 20
+# the reader's objective in the auto test: a read that meets a program on its
+# die waits up to 10.2 ms (time_scale 20), so 15 ms can be met beside a writer
+OBJECTIVE_US = 15000.0
+
+
+@pytest.fixture
+def ssdsim(guest: Guest) -> Iterator[str]:
+    """ssdsim0 at time_scale 20, write-through (a write completes when its
+    page is programmed: with its DRAM buffer, writes complete at once and
+    Kyber cannot see or hold back what keeps the dies busy), kyber
+    offered; removed afterwards."""
+    if "ssdsim" not in guest.vm.modules:
+        pytest.skip("ssdsim is not built for this kernel")
+    guest.sh("! grep -q '^ssdsim ' /proc/modules || rmmod ssdsim; "
+             f"modprobe ssdsim time_scale={TIME_SCALE} write_buffer_kb=0 && modprobe kyber-iosched && "
+             "test -b /dev/ssdsim0")
+    yield "ssdsim0"
+    if not guest.dead:
+        guest.sh("echo none > /sys/block/ssdsim0/queue/scheduler; rmmod ssdsim")
+
+
+@pytest.mark.timing
+def test_grid_heatmaps_on_ssdsim(guest: Guest, ssdsim: str, tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    argv = ["run", "kyber-grid", "--device", ssdsim, "--workloads", "R1+W256",
+            "--read-us", "100:10000:3", "--write-us", "100:100000:3", "--reps", "1",
+            "--runtime", "2", "--ramp", "0.5", "--seed", "1", "--out", str(out)]
+    run_suite(VMTarget(guest.vm), parse(argv), command=argv)
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "complete" and len(m["runs"]) == 10
+    for r in m["runs"]:
+        lab = r["labels"]
+        assert r["tunables"] == {"read_lat_nsec": str(lab["read_ns"]),
+                                 "write_lat_nsec": str(lab["write_ns"])}
+        if lab.get("point") != "default":
+            i, j = lab["i"], lab["j"]
+            assert lab["read_ns"] == round([100, 1000, 10000][i] * 1000 * TIME_SCALE)
+            assert lab["write_ns"] == round([100, 3160, 100000][j] * 1000 * TIME_SCALE)
+    text = (out / "report.md").read_text()
+    png = out / "plots" / "kyber-grid-R1_W256.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plots/kyber-grid-R1_W256.png" in text
+    assert f"ssdsim's time_scale {TIME_SCALE} multiplies" in text
+    g = grid.grids(resmod.load(out))["R1+W256"]
+    assert len(g.cells) == 9
+    p99 = {ij: c.samples["read_p99_us"][0] for ij, c in g.cells.items()}
+    wio = {ij: c.samples["write_iops"][0] for ij, c in g.cells.items()}
+    print(text[text.index("| read target"):])
+    for i in range(3):
+        print(f"read target {i}: read P99 {p99[(i, 0)]:.0f} -> {p99[(i, 2)]:.0f} us, "
+              f"write IOPS {wio[(i, 0)]:.0f} -> {wio[(i, 2)]:.0f}")
+
+
+@pytest.mark.timing
+def test_auto_raises_the_write_target_when_a_writer_starts(guest: Guest, ssdsim: str,
+                                                           tmp_path: Path) -> None:
+    g = guest
+    g.select(ssdsim, "kyber")
+    before = {k: g.attr(ssdsim, k) for k in ("read_lat_nsec", "write_lat_nsec")}
+    # a reader at depth 1 for 45 s; a writer at depth 32 from 15 s on
+    g.sh(f"""
+cat > /tmp/rw.fio <<'EOF'
+[global]
+filename=/dev/{ssdsim}
+direct=1
+bs=4k
+ioengine=libaio
+time_based
+runtime=45s
+[reader]
+rw=randread
+iodepth=1
+[writer]
+rw=randwrite
+iodepth=32
+startdelay=15
+runtime=30s
+EOF
+fio --output-format=json --output=/tmp/rw.json /tmp/rw.fio > /tmp/rw.log 2>&1 &
+""")
+    stop = threading.Timer(38.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    stop.start()
+    try:
+        res = auto.run(VMTarget(g.vm), ssdsim, OBJECTIVE_US, period=1.0,
+                       log=tmp_path / "log.csv")
+    finally:
+        stop.cancel()
+    g.sh("while pidof fio > /dev/null; do sleep 0.5; done", timeout=120)
+    for r in res.rows:
+        print(auto.fmt_row(r))
+    assert res.stopped_by == "signal"
+    assert {k: g.attr(ssdsim, k) for k in before} == before
+    alone = [r for r in res.rows if 3 <= r.t < 14]
+    both = [r for r in res.rows if r.t >= 17]
+    assert alone and both
+    w_alone = alone[-1].write_lat_nsec
+    assert max(r.write_lat_nsec for r in both) > w_alone
+    assert any(r.action == "up" for r in both)
