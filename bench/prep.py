@@ -54,6 +54,14 @@ def reconfigure_ssdsim(ctx: RunContext, changes: dict[str, str]) -> dict[str, st
     return dict(ctx.device.module_params)
 
 
+def write_through(ctx: RunContext, note: str) -> dict[str, Any]:
+    """A phase set-up: ssdsim reloaded write-through (write_buffer_kb=0: a
+    write completes when its page is programmed); what was done, with
+    @note for the report."""
+    params = reconfigure_ssdsim(ctx, {"write_buffer_kb": "0"})
+    return {"method": "ssdsim reload", "module_params": params, "note": note}
+
+
 def occupy(ctx: RunContext, full: bool) -> dict[str, Any]:
     """Bring the device to the empty or the fully occupied state; what was
     done (for the manifest; "note" goes into the report)."""

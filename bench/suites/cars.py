@@ -155,12 +155,11 @@ def jobfile(dev: str, size_bytes: int, reads: Sequence[int], regions: int, runti
 
 def write_through(ctx: RunContext) -> dict[str, Any]:
     """The phase's set-up: ssdsim reloaded write-through."""
-    params = prep.reconfigure_ssdsim(ctx, {"write_buffer_kb": "0"})
-    return {"method": "ssdsim reload", "module_params": params,
-            "note": "ssdsim reloaded write-through (write_buffer_kb=0: a write completes "
-                    "when its page is programmed, so cars can predict the program), and "
-                    "again with the same parameters before every run (an empty device, "
-                    "write pointer at die 0)"}
+    return prep.write_through(
+        ctx, "ssdsim reloaded write-through (write_buffer_kb=0: a write completes "
+        "when its page is programmed, so cars can predict the program), and "
+        "again with the same parameters before every run (an empty device, "
+        "write pointer at die 0)")
 
 
 def fresh_device(ctx: RunContext) -> None:

@@ -50,17 +50,15 @@ import csv
 import json
 import math
 import re
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from bench import device as devmod
 from bench.device import DeviceError
-from bench.runner import Cleanups
+from bench.runner import Cleanups, sigterm_as_interrupt
 from bench.target import Target, q
 from bench.trace import EventSpec, Ftrace
 
@@ -231,17 +229,6 @@ def _stat(target: Target, dev: str) -> tuple[int, int]:
     return int(f[0]), int(f[3])
 
 
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def run(target: Target, device: str, objective_us: float, period: float = 1.0,
         duration: float = 0.0, w_min_us: float | None = None, w_max_us: float | None = None,
         select: bool = False, out: TextIO | None = None,
@@ -262,7 +249,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
     res = AutoResult()
     saved = devmod.save_state(target, dev)
     try:
-        with _signals_as_interrupt():
+        with sigterm_as_interrupt():
             if saved.scheduler != "kyber":
                 if not select:
                     raise DeviceError(f"/dev/{dev} uses {saved.scheduler}, not kyber: select "

@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import fio, jobs
+from bench import fio, jobs, prep
 from bench.report import figure, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext, RunError
@@ -209,6 +210,11 @@ class KyberGrid(Suite):
                        "it (default: the raw device)")
         p.add_argument("--fs-size", default="1g",
                        help="with --fs: each job's file size, fio syntax (default 1g)")
+        p.add_argument("--write-through", action="store_true",
+                       help="on ssdsim: reload it write-through first (write_buffer_kb=0; "
+                       "its original parameters are reloaded at the end). With its DRAM "
+                       "buffer a write completes at once and Kyber cannot hold back the "
+                       "programs that keep the dies busy")
         p.add_argument("--dead-tolerance", type=float, default=deadmod.TOLERANCE,
                        help="dead space: differences of means up to this fraction count as "
                        f"none (default {deadmod.TOLERANCE})")
@@ -216,6 +222,8 @@ class KyberGrid(Suite):
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
         read_us, write_us = axis(a.read_us, "--read-us"), axis(a.write_us, "--write-us")
+        if not 0 <= a.dead_tolerance < 1:
+            raise ValueError("--dead-tolerance: a fraction, 0 <= x < 1")
         scale = time_scale(ctx.device)
         runtime, ramp = ctx.params["runtime"], ctx.params["ramp"]
         cpus = None if a.no_pin else ctx.target.ncpus()
@@ -264,9 +272,16 @@ class KyberGrid(Suite):
             settle = self._fresh_fs(ctx, a.fs, fs_dir)
             notes.append(f"a fresh {a.fs} for every run ({FILESYSTEMS[a.fs]}), "
                          f"files of {a.fs_size} per job")
-        return Plan([Phase("grid", blocks, settle=settle)], notes,
+        setup = None
+        if a.write_through:
+            if ctx.device.kind != "ssdsim":
+                raise ValueError("--write-through applies to ssdsim only")
+            setup = _write_through
+            settle = _fresh_then(settle, fs_dir)
+        return Plan([Phase("grid", blocks, setup=setup, settle=settle)], notes,
                     {"workloads": names, "read_us": read_us, "write_us": write_us,
                      "time_scale": scale, "fs": a.fs, "dead_tolerance": a.dead_tolerance,
+                     "write_through": a.write_through,
                      "default_ns": list(dflt)})
 
     @staticmethod
@@ -372,6 +387,27 @@ class KyberGrid(Suite):
             a.set_title(f"{g.workload}: {METRIC_TITLES[m]}"
                         + (" (hatched: dead)" if g.dead else ""), fontsize=9)
         return save(fig, plots / f"kyber-grid-{re.sub(r'[^A-Za-z0-9]+', '_', g.workload)}.png")
+
+
+def _write_through(ctx: RunContext) -> dict[str, Any]:
+    return prep.write_through(
+        ctx, "ssdsim reloaded write-through (write_buffer_kb=0: a write completes when "
+        "its page is programmed), and again before every run, so that every point "
+        "starts from the same empty device (no garbage collection left by the points "
+        "before it)")
+
+
+def _fresh_then(then: Callable[[RunContext], None] | None,
+                mnt: str | None) -> Callable[[RunContext], None]:
+    """A settle step: ssdsim reloaded with its parameters (empty; the file
+    system at @mnt unmounted first), then @then."""
+    def settle(ctx: RunContext) -> None:
+        if mnt is not None:
+            ctx.target.run(f"! mountpoint -q {q(mnt)} || umount {q(mnt)}")
+        prep.reload_ssdsim(ctx, dict(ctx.device.module_params))
+        if then is not None:
+            then(ctx)
+    return settle
 
 
 def _on_fs(text: str, directory: str, size: str) -> str:

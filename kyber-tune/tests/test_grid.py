@@ -39,6 +39,7 @@ class KyberTarget(FakeTarget):
         self.loadable["kyber-iosched"] = ("kyber", KYBER)
         self.params = params or {}
         self.scripts: list[str] = []
+        self.loads: list[dict[str, str]] = []
 
     def latency_us(self, name: str, opts: dict[str, Any]) -> float:
         w_ms = int(self.values["write_lat_nsec"]) / 1e6 / int(self.params.get("time_scale", 1))
@@ -51,6 +52,14 @@ class KyberTarget(FakeTarget):
         if s.startswith("cd /sys/module/ssdsim/parameters"):
             return Result(0, "".join(f"{k}={v}\n" for k, v in self.params.items()))
         if "mkfs." in s or s.startswith("! mountpoint"):
+            return Result(0, "")
+        if s == "modprobe -r ssdsim 2>&1 || rmmod ssdsim":
+            return Result(0, "")
+        if s.startswith("modprobe ssdsim "):
+            self.params = dict(kv.split("=", 1) for kv in s.split()[2:])
+            self.loads.append(dict(self.params))
+            return Result(0, "")
+        if s.startswith("[ -b /dev/ssdsim0 ]"):
             return Result(0, "")
         return super().run(script, timeout)
 
@@ -164,6 +173,24 @@ def test_ssdsim_targets_scale_with_time_scale(tmp_path: Path) -> None:
     assert pt["tunables"] == {"read_lat_nsec": "2000000", "write_lat_nsec": "20000000"}
     assert any("time_scale 20" in n for n in m["notes"])
     assert "ssdsim's time_scale 20 multiplies" in (tmp_path / "g" / "report.md").read_text()
+
+
+def test_write_through_reloads_ssdsim_and_puts_it_back(tmp_path: Path) -> None:
+    t = KyberTarget("ssdsim0", {"time_scale": "20", "write_buffer_kb": "256"})
+    log = run_fake(t, ["run", "kyber-grid", "--device", "ssdsim0", "--short", "--reps", "1",
+                       "--read-us", "100", "--write-us", "1000", "--workloads", "R1+W1",
+                       "--write-through"], tmp_path / "g")
+    # write-through, then again before each of the 2 runs, then as it was
+    assert [ld["write_buffer_kb"] for ld in t.loads] == ["0", "0", "0", "256"]
+    assert all(ld["time_scale"] == "20" for ld in t.loads)
+    assert "restored: ssdsim reloaded with its original parameters (write_buffer_kb=256)" in log
+    assert "ssdsim reloaded write-through" in (tmp_path / "g" / "report.md").read_text()
+    with pytest.raises(ValueError, match="ssdsim only"):
+        run_fake(KyberTarget(), ["run", "kyber-grid", "--device", "fake0", "--short",
+                                 "--write-through"], tmp_path / "h")
+    with pytest.raises(ValueError, match="dead-tolerance"):
+        run_fake(KyberTarget(), ["run", "kyber-grid", "--device", "fake0", "--short",
+                                 "--dead-tolerance", "1.5"], tmp_path / "i")
 
 
 def test_fresh_file_system_before_every_run(tmp_path: Path) -> None:
