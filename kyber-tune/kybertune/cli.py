@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench import cli as bench_cli
 from bench import results as resmod
@@ -146,8 +147,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     a.device = a.device or res.manifest["device"]["path"]
     if a.vm and not a.kernel:
         a.kernel = res.manifest["target"].get("kernel")
-    a.ssdsim = ssdsim_params(res.manifest) if res.manifest["device"].get("kind") == "ssdsim" \
-        else ""
+    a.ssdsim = ssdsim_params(res.manifest)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out = Path(a.out or f"{Path(a.grid).resolve()}-bench-{stamp}")
     a.trace = None
@@ -255,15 +255,22 @@ def verify_argv(res: resmod.Results, rec: Recommendation, device: str | None, re
         argv += ["--vm", "--kernel", kernel or m["target"].get("kernel", "")]
         if m["device"].get("kind") == "ssdsim":
             argv += ["--ssdsim", ssdsim_params(m)]
+    if p.get("write_through"):
+        argv.append("--write-through")
     return argv
 
 
-def ssdsim_params(manifest: dict[str, object]) -> str:
-    """The module parameters ssdsim had in a results folder's run (to load
-    it the same way in a new VM)."""
-    dev = manifest["device"]
-    assert isinstance(dev, dict)
-    return " ".join(f"{k}={v}" for k, v in sorted(dev.get("module_params", {}).items()))
+def ssdsim_params(manifest: dict[str, Any]) -> str:
+    """The module parameters ssdsim had while a results folder's runs ran
+    (to load it the same way in a new VM): those of the last phase set-up
+    that reloaded it (--write-through), else the device's as found; "" for
+    another device."""
+    if manifest["device"].get("kind") != "ssdsim":
+        return ""
+    params = manifest["device"].get("module_params", {})
+    for ph in manifest.get("phases", {}).values():
+        params = ph.get("module_params", params)
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
 def compare(rec: Recommendation, measured: dict[str, list[float]],

@@ -16,7 +16,7 @@ from bench.jobs import parse_options
 from bench.tests.fake import FakeTarget, Result, Validator, run_fake
 from bench.tests.test_report import is_png
 from kybertune import dead, grid
-from kybertune.cli import compare, main, verify_argv
+from kybertune.cli import compare, main, ssdsim_params, verify_argv
 from kybertune.recommend import Objective, recommend
 
 
@@ -289,6 +289,17 @@ def test_recommend_and_verify_command_lines(grid_run: tuple[Path, KyberTarget, s
     argv = verify_argv(res, rec, device=None, reps=3, out="/tmp/v", destroy_data=None,
                        vm=True, kernel="k")
     assert argv[-5:] == ["--vm", "--kernel", "k", "--ssdsim", "time_scale=20 write_buffer_kb=0"]
+    # a write-through grid: the parameters its runs had (the phase's reload),
+    # and the re-run reloads the same way
+    res.manifest["device"]["module_params"]["write_buffer_kb"] = "256"
+    res.manifest["params"]["write_through"] = True
+    res.manifest["phases"] = {"grid": {"module_params": {"time_scale": "20",
+                                                         "write_buffer_kb": "0"}}}
+    argv = verify_argv(res, rec, device=None, reps=3, out="/tmp/v", destroy_data=None,
+                       vm=True, kernel="k")
+    assert argv[-6:] == ["--vm", "--kernel", "k", "--ssdsim", "time_scale=20 write_buffer_kb=0",
+                         "--write-through"]
+    assert ssdsim_params({"device": {"kind": "nvme"}}) == ""
     cmp = compare(rec, {"read_p99_us": rec.best.cell.samples["read_p99_us"],  # type: ignore
                         "read_iops": [1.0], "write_iops": rec.best.cell.samples["write_iops"]})  # type: ignore
     assert re.search(r"read P99 ms .* yes", cmp) and re.search(r"read IOPS .* NO", cmp)
