@@ -119,7 +119,7 @@ class Grid:
 
 
 def sides(result: dict[str, Any]) -> dict[str, float]:
-    """A run's read P99 (us, the largest over the jobs that read), read
+    """A run's read P99 (us, over the jobs that read: fio.merged_percentile), read
     IOPS and write IOPS (summed over jobs); NaN for a side nothing did."""
     names = [j["jobname"] for j in result["jobs"]]
     out = {}
@@ -128,7 +128,7 @@ def sides(result: dict[str, Any]) -> dict[str, float]:
         done = [s for s in st if s.ios]
         out[f"{ddir}_iops"] = sum(s.iops for s in done) if done else math.nan
         if ddir == "read":
-            out["read_p99_us"] = max((fio.percentile(s, 99.0) for s in done), default=math.nan)
+            out["read_p99_us"] = fio.merged_percentile(done, 99.0)
     return out
 
 
