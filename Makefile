@@ -3,6 +3,8 @@
 # make [KVER=<release>]        build every module for that installed kernel
 # make all-kernels             build for every test kernel (scripts/kernels test)
 # make install / uninstall     install into /lib/modules/<release>/updates/ssd-iosched
+# make deb                     the DKMS Debian package, in .build/deb/
+# make install-src DESTDIR=D   the source tree DKMS builds from, into D
 # make check                   install dependencies, run every test tier
 # make clean
 #
@@ -32,13 +34,18 @@ IN_ROOT = $(TOP)/scripts/buildroot run -b $(TOP) -b $(BUILD_ROOT) $(1) --
 KDIR_IN := $(patsubst $(KROOT)%,%,$(KDIR))
 endif
 
+# The project's version: dkms.conf's PACKAGE_VERSION, the one place it is
+# written (MODULE_VERSION, the Debian package's version).
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"$$/\1/p' $(TOP)/dkms.conf)
+
 BUILD_ROOT ?= $(TOP)/.build
 BUILD := $(BUILD_ROOT)/$(KVER)
 MOD_DIRS := $(shell sed -n 's|^obj-m *+= *\(.*\)/ *$$|\1|p' $(TOP)/Kbuild)
 INSTALL_DIRS := $(filter-out tests/%,$(MOD_DIRS))
 INSTALL_PATH := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/ssd-iosched
 
-.PHONY: all modules all-kernels install uninstall check clean kdir-check demo lttng-probes
+.PHONY: all modules all-kernels install uninstall check clean kdir-check demo lttng-probes \
+	install-src deb
 
 all: modules
 
@@ -55,7 +62,8 @@ modules: kdir-check
 	@priv=$$($(TOP)/scripts/ksrc $(KVER)) || exit 1;					\
 	mkdir -p $(BUILD);									\
 	cd $(TOP) && tar -c Kbuild compat tracepoints $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
-	$(call IN_ROOT,-b $$priv) $(MAKE) -C $(KDIR_IN) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv modules
+	$(call IN_ROOT,-b $$priv) $(MAKE) -C $(KDIR_IN) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv \
+		IOSCHED_VERSION=$(VERSION) modules
 	@cd $(BUILD) && find . -name '*.ko' | sort | sed 's|^\./|built: $(BUILD)/|'
 
 # The LTTng tracer (fetched and built by scripts/lttng-modules) and the
@@ -82,6 +90,29 @@ install: modules
 uninstall:
 	rm -rf $(INSTALL_PATH)
 	@[ -n "$(INSTALL_MOD_PATH)" ] || depmod -a $(KVER)
+
+# What DKMS builds from (/usr/src/ssd-iosched-<version>/): the modules'
+# sources and what `make modules` needs to find headers and private headers.
+SRC_FILES := Kbuild Kconfig Makefile dkms.conf compat tracepoints/trace $(MOD_DIRS) \
+	scripts/kernels scripts/ksrc
+
+install-src:
+	@[ -n "$(DESTDIR)" ] || { echo "usage: make install-src DESTDIR=<directory>"; exit 1; }
+	@mkdir -p $(DESTDIR) && cd $(TOP) && tar -c $(SRC_FILES) | tar -x -C $(DESTDIR)
+
+# ssd-iosched-dkms_<version>_all.deb, built with debhelper and dh_dkms from
+# packaging/debian in a copy of the tree (README: "The Debian package").
+DEB_DIR := $(BUILD_ROOT)/deb
+deb:
+	@for t in dpkg-buildpackage dh dh_dkms; do command -v $$t >/dev/null ||			\
+		{ echo "make deb needs $$t: apt-get install dpkg-dev debhelper dh-dkms"; exit 1; }; done
+	@rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/ssd-iosched-$(VERSION)
+	@$(MAKE) -s -C $(TOP) install-src DESTDIR=$(DEB_DIR)/ssd-iosched-$(VERSION)
+	@cp -a $(TOP)/packaging/debian $(TOP)/packaging/examples $(TOP)/README.md $(DEB_DIR)/ssd-iosched-$(VERSION)/
+	@$(TOP)/packaging/changelog $(VERSION) > $(DEB_DIR)/ssd-iosched-$(VERSION)/debian/changelog
+	@cd $(DEB_DIR)/ssd-iosched-$(VERSION) && dpkg-buildpackage -b -us -uc > ../build.log 2>&1 ||	\
+		{ tail -30 ../build.log; echo "make deb: dpkg-buildpackage failed (log: $(DEB_DIR)/build.log)"; exit 1; }
+	@echo "built: $(DEB_DIR)/ssd-iosched-dkms_$(VERSION)_all.deb"
 
 check:
 	$(TOP)/scripts/setup

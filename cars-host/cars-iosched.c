@@ -1073,3 +1073,5 @@ module_exit(cars_exit_module);
 MODULE_AUTHOR("ssd-iosched project");
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("CARS I/O scheduler: host-side conflict-aware dispatch around busy flash dies");
+MODULE_VERSION(IOSCHED_VERSION);
+MODULE_INFO(elevator, "cars");

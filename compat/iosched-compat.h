@@ -22,6 +22,14 @@
 #include <linux/hrtimer.h>
 #include "elevator.h"
 
+/*
+ * The project's version (modinfo's "version"): dkms.conf's PACKAGE_VERSION,
+ * the one place it is written, passed down by the Makefile.
+ */
+#ifndef IOSCHED_VERSION
+#error "IOSCHED_VERSION is not set: build with the project's Makefile (make modules)"
+#endif
+
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
 #error "kernels older than 6.1 are not supported"
 #endif

@@ -1368,3 +1368,5 @@ module_exit(ffq_exit_module);
 MODULE_AUTHOR("ssd-iosched project");
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("FlashFQ I/O scheduler: throttled Min-SFQ(D) fair queueing with anticipation");
+MODULE_VERSION(IOSCHED_VERSION);
+MODULE_INFO(elevator, "flashfq");

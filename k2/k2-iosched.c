@@ -1371,3 +1371,5 @@ module_exit(k2_exit);
 MODULE_AUTHOR("ssd-iosched project");
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("K2 I/O scheduler: bounded in-flight requests, strict real-time priority");
+MODULE_VERSION(IOSCHED_VERSION);
+MODULE_INFO(elevator, "k2");

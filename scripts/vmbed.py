@@ -50,7 +50,14 @@ GUEST_KMODS = ["null_blk", "kyber-iosched", "bfq", "mq-deadline", "loop",
 # Userspace programs every VM carries (with their shared libraries).
 GUEST_PROGS = ["/usr/bin/fio", "/sbin/mkfs.ext4", "/sbin/e2fsck",
                "/sbin/mke2fs", "/usr/bin/lttng", "/usr/bin/lttng-sessiond",
-               "/usr/lib/x86_64-linux-gnu/lttng/libexec/lttng-consumerd"]
+               "/usr/lib/x86_64-linux-gnu/lttng/libexec/lttng-consumerd",
+               "/bin/udevadm", "/bin/kmod"]
+# Other names of those programs (link -> program): udev's daemon is udevadm
+# run under its own name, as on Debian.  Nothing starts it at boot: the
+# tests of the example udev rule do (tests/vm/test_udev.py).  kmod is
+# there for the modprobe the kernel runs (request_module) in those tests;
+# everywhere else modprobe is busybox's.
+GUEST_LINKS = {"/lib/systemd/systemd-udevd": "/bin/udevadm"}
 # Data files those programs need.
 GUEST_FILES = ["/usr/share/xml/lttng/session.xsd"]
 
@@ -228,6 +235,7 @@ def _base_key(kernel: str) -> str:
     kdir = kernel_root(kernel) / "lib" / "modules" / kernel
     h.update(str(kdir.stat().st_mtime_ns).encode())
     h.update(" ".join(GUEST_KMODS).encode())
+    h.update(repr(sorted(GUEST_LINKS.items())).encode())
     return h.hexdigest()[:16]
 
 
@@ -257,6 +265,9 @@ def base_initramfs(kernel: str) -> Path:
                     _copy_into(root, lib)
         for f in GUEST_FILES:
             _copy_into(root, f)
+        for link, target in GUEST_LINKS.items():
+            (root / link.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (root / link.lstrip("/")).symlink_to(target)
         # fio looks its ioengines up by name; libaio and io_uring are built in.
         kmods = _kmod_files(kernel)
         for m in kmods:

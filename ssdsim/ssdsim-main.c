@@ -860,4 +860,5 @@ module_init(ssdsim_init);
 module_exit(ssdsim_exit);
 
 MODULE_DESCRIPTION("ssdsim: an emulated flash SSD (dies, channels, FTL, GC, write buffer)");
+MODULE_VERSION(IOSCHED_VERSION);
 MODULE_LICENSE("GPL");

@@ -122,3 +122,5 @@ module_exit(fifo_exit);
 MODULE_AUTHOR("ssd-iosched project");
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Do-nothing reference FIFO I/O scheduler (tests and benchmarks only)");
+MODULE_VERSION(IOSCHED_VERSION);
+MODULE_INFO(elevator, "fifo-ref");
