@@ -15,8 +15,25 @@ it too), and records them in an ftrace instance of its own; every period
 it reads them and clears them.  The period's estimate is the mean of the
 reported bucket bounds, weighted by their samples: the ratio r of the read
 P99 to the objective, in steps of 1/4.  No fio, no extra instrumentation.
-The block layer's mean read latency over the period (/sys/block/<dev>/stat)
-is logged beside it as a cross-check.
+The block layer's mean read latency over the period (/sys/block/<dev>/stat:
+from a request's allocation to its completion, so with the time it waits
+in Kyber) is logged beside it and stands in when it is over the objective
+and Kyber's figure is not (signal()): a slow reader (a few reads a second
+while a writer holds the device) can go many periods without a Kyber
+report, and Kyber's bucket tops out at 2x the objective anyway.  A mean
+over the objective is not a strict bound of the P99 (1% of reads far
+slower than the rest could make it so with the P99 under the objective),
+but a reader whose mean is over its P99 objective is in trouble by any
+measure, and the mean comes every period that completes a read.
+A period that completes no read at all while writes complete, right after
+periods that completed reads, is a stall (Stall): a reader that was
+there is most likely waiting for a tag behind the writer, where neither
+Kyber nor the block layer's counters see it, and has waited the whole
+period; the period's length over the objective stands in for r.  At most
+STALL_PERIODS such periods in a row count (then the reader may simply have
+stopped: idle).  A reader that stops costs little: with no reads Kyber
+sees no read latency to protect and does not throttle writes, whatever
+the write target.
 
 Lever.  The write target.  When Kyber sees congestion it throttles the
 domains whose latency is good against their own target and lets the others
@@ -27,8 +44,9 @@ more depth.  So raising write_lat_nsec protects reads, lowering it gives
 writes their bandwidth back.
 
 Controller (multiplicative, with a dead band and a memory):
-- r > 1 (the P99 bucket is above the objective): write target x UP (2),
-  at once, and remember: for MEMORY periods (30) the write target does not
+- r > 1 (the P99 bucket, or the mean, is above the objective): write
+  target x max(UP, min(r, MAX_UP)) (2 to 8: far over, the step is as large
+  as the miss), at once, and remember: for MEMORY periods (30) the write target does not
   go back below 1.25 x the value that just missed;
 - r <= 3/4 for QUIET (3) periods in a row: write target x DOWN (0.8),
   never below that floor nor --write-min-us;
@@ -42,8 +60,8 @@ hunting around it; and the memory keeps it there for 30 periods.  When the
 memory ends the tuner probes lower again: in a steady load that costs at
 most one missed period per MEMORY periods, and gives write bandwidth back
 when the load has become lighter.  When the load rises, the first period
-over the objective doubles the write target (log2(range) periods at most
-to reach the top of the range)."""
+over the objective at least doubles the write target (log2(range) periods
+at most to reach the top of the range, log8(range) when far over)."""
 from __future__ import annotations
 
 import csv
@@ -62,8 +80,9 @@ from bench.runner import Cleanups, sigterm_as_interrupt
 from bench.target import Target, q
 from bench.trace import EventSpec, Ftrace
 
-UP, DOWN, QUIET, MEMORY, FLOOR_MARGIN = 2.0, 0.8, 3, 30, 1.25
+UP, MAX_UP, DOWN, QUIET, MEMORY, FLOOR_MARGIN = 2.0, 8.0, 0.8, 3, 30, 1.25
 IN_BAND = 0.75           # r above this (and up to 1): hold
+STALL_PERIODS = 3        # readless periods in a row that count as a stall
 EVENTS = [EventSpec("kyber", "kyber_latency"), EventSpec("kyber", "kyber_adjust")]
 LINE = re.compile(r"kyber_latency: (\d+),(\d+) (\w+) (\S+) p(\d+) (\d+)/(\d+) samples=(\d+)")
 ADJUST = re.compile(r"kyber_adjust: (\d+),(\d+) (\w+) (\d+)")
@@ -101,7 +120,8 @@ class Controller:
             self.quiet = 0
             self.floor_ns = min(self.w_max_ns, math.ceil(self.w_ns * FLOOR_MARGIN))
             self.floor_left = self.memory
-            new = min(self.w_max_ns, math.ceil(self.w_ns * self.up))
+            step = max(self.up, min(ratio, MAX_UP))
+            new = min(self.w_max_ns, math.ceil(self.w_ns * step))
             moved = new != self.w_ns
             self.w_ns = new
             return "up" if moved else "hold"
@@ -173,6 +193,44 @@ def read_ratio(wins: list[Window]) -> tuple[float | None, int]:
     return p99, n
 
 
+@dataclass
+class Stall:
+    """Periods that complete no read while writes complete, after periods
+    that completed reads (module docstring)."""
+    limit: int = STALL_PERIODS
+    reading: bool = False       # the last period with completions had reads
+    run: int = 0
+
+    def update(self, reads: int, writes: int, seconds: float, objective_us: float
+               ) -> float | None:
+        """The stall's ratio for this period (its length over the
+        objective) or None."""
+        if reads > 0:
+            self.reading, self.run = True, 0
+            return None
+        if writes == 0 or not self.reading:
+            return None
+        self.run += 1
+        if self.run > self.limit:
+            self.reading = False
+            return None
+        return seconds * 1e6 / objective_us
+
+
+def signal(kyber: float | None, mean: float | None, stall: float | None = None
+           ) -> tuple[float | None, str]:
+    """The controller's input for a period and where it came from: a stall
+    (@stall, a ratio: no read completed), Kyber's figure (read_ratio()),
+    or the block layer's mean read latency over the objective (@mean, a
+    ratio) when that is over 1 and above Kyber's (or Kyber has none).  A
+    mean under the objective alone says nothing of the P99: no figure then."""
+    if stall is not None:
+        return stall, "stall"
+    if mean is not None and mean > 1.0 and (kyber is None or mean > kyber):
+        return mean, "mean"
+    return kyber, "kyber" if kyber is not None else ""
+
+
 class Source(Protocol):
     def poll(self) -> tuple[list[Window], dict[str, int]]: ...
 
@@ -214,6 +272,7 @@ class Row:
     read_depth: int | None
     write_depth: int | None
     action: str
+    signal: str = ""        # where ratio came from: kyber, mean, stall, "" (none)
 
 
 @dataclass
@@ -223,10 +282,11 @@ class AutoResult:
     stopped_by: str = "duration"
 
 
-def _stat(target: Target, dev: str) -> tuple[int, int]:
-    """(reads completed, ms spent reading) from /sys/block/<dev>/stat."""
+def _stat(target: Target, dev: str) -> tuple[int, int, int]:
+    """(reads completed, ms spent reading, writes completed) from
+    /sys/block/<dev>/stat."""
     f = target.check(f"cat /sys/class/block/{q(dev)}/stat").split()
-    return int(f[0]), int(f[3])
+    return int(f[0]), int(f[3]), int(f[4])
 
 
 def run(target: Target, device: str, objective_us: float, period: float = 1.0,
@@ -274,23 +334,28 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
             writer = _csv(log)
             t0 = time.monotonic()
             last = _stat(target, dev)
+            t_last = time.monotonic()
+            stall = Stall()
             depth: dict[str, int] = {}
             while duration == 0 or time.monotonic() - t0 < duration:
                 sleep(period)
                 wins, d = src.poll()
                 depth.update(d)
-                ratio, n = read_ratio(wins)
-                now = _stat(target, dev)
-                reads, ms = now[0] - last[0], now[1] - last[1]
-                last = now
+                kyber, n = read_ratio(wins)
+                now, t_now = _stat(target, dev), time.monotonic()
+                reads, ms, writes = (now[i] - last[i] for i in range(3))
+                stalled = stall.update(reads, writes, t_now - t_last, objective_us)
+                last, t_last = now, t_now
+                mean_ms = ms / reads if reads > 0 else None
+                ratio, sig = signal(kyber, None if mean_ms is None
+                                    else mean_ms * 1000 / objective_us, stalled)
                 w_before = ctl.w_ns
                 action = ctl.update(ratio)
                 if ctl.w_ns != w_before:
                     devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
                 row = Row(round(time.monotonic() - t0, 2), obj_ns, ctl.w_ns, ratio,
-                          None if ratio is None else ratio * objective_us, n,
-                          ms / reads if reads > 0 else None, depth.get("READ"),
-                          depth.get("WRITE"), action)
+                          None if kyber is None else kyber * objective_us, n, mean_ms,
+                          depth.get("READ"), depth.get("WRITE"), action, sig)
                 res.rows.append(row)
                 if writer is not None:
                     writer(row)
@@ -314,7 +379,7 @@ def _restore(target: Target, saved: devmod.SavedState) -> None:
 
 
 FIELDS = ["t", "read_lat_nsec", "write_lat_nsec", "ratio", "p99_bound_us", "samples",
-          "mean_read_ms", "read_depth", "write_depth", "action"]
+          "mean_read_ms", "read_depth", "write_depth", "action", "signal"]
 
 
 def _csv(path: Path | None) -> Callable[[Row], None] | None:
@@ -332,7 +397,14 @@ def _csv(path: Path | None) -> Callable[[Row], None] | None:
 
 
 def fmt_row(r: Row) -> str:
-    p = "no reads" if r.ratio is None else f"read P99 <= {r.p99_bound_us:.0f} us ({r.ratio:.2f})"
+    if r.ratio is None:
+        p = "no reads"
+    elif r.signal == "mean":
+        p = f"mean read over objective ({r.ratio:.2f})"
+    elif r.signal == "stall":
+        p = f"no read completed ({r.ratio:.2f})"
+    else:
+        p = f"read P99 <= {r.p99_bound_us:.0f} us ({r.ratio:.2f})"
     return (f"{r.t:7.1f} s  {p:32s} write_lat_nsec {r.write_lat_nsec:>11d}  {r.action}"
             + (f"  (mean read {r.mean_read_ms:.2f} ms)" if r.mean_read_ms is not None else ""))
 
@@ -346,7 +418,7 @@ def load_log(path: Path) -> list[Row]:
             rows.append(Row(float(rec["t"]), int(rec["read_lat_nsec"]),
                             int(rec["write_lat_nsec"]), num("ratio"), num("p99_bound_us"),
                             int(rec["samples"]), num("mean_read_ms"), num("read_depth", int),
-                            num("write_depth", int), rec["action"]))
+                            num("write_depth", int), rec["action"], rec.get("signal", "")))
     return rows
 
 

@@ -12,7 +12,7 @@ import pytest
 from bench.device import DeviceError
 from bench.tests.fake import Result
 from kybertune import auto
-from kybertune.auto import Controller, Window, read_ratio
+from kybertune.auto import Controller, Stall, Window, read_ratio, signal
 
 from test_grid import KyberTarget
 
@@ -99,6 +99,54 @@ def test_idle_periods_hold_and_steps_respect_the_range() -> None:
         Controller(R, 2 * R, R)
     with pytest.raises(ValueError):
         Controller(R, R, 2 * R, up=0.9)
+
+
+def test_far_over_rises_with_the_miss() -> None:
+    """A miss by r > 2 (the block layer's mean says so) steps the write
+    target by r, up to 8x: from R to 500 R takes 3 periods at r = 8, where
+    doublings take 9; a miss within Kyber's buckets (r <= 2) still doubles."""
+    def periods(r: float) -> int:
+        c = Controller(R, R, 1000 * R)
+        n = 0
+        while c.w_ns < 500 * R:
+            assert c.update(r) == "up"
+            n += 1
+        return n
+    assert periods(8.0) == 3 and periods(20.0) == 3
+    assert periods(1.25) == periods(2.0) == 9
+    assert periods(3.6) == 5
+    c = Controller(R, R, 1000 * R)
+    c.update(3.0)
+    assert c.w_ns == 3 * R
+
+
+def test_signal_mean_stands_in_when_kyber_is_blind_or_lower() -> None:
+    assert signal(None, 3.6) == (3.6, "mean")          # no Kyber report, mean over
+    assert signal(1.25, 3.6) == (3.6, "mean")          # Kyber's bucket tops out at 2
+    assert signal(2.0, 1.5) == (2.0, "kyber")
+    assert signal(0.5, 0.9) == (0.5, "kyber")          # a mean under: Kyber's figure
+    assert signal(None, 0.9) == (None, "")             # says nothing of the P99
+    assert signal(None, None) == (None, "")
+    assert signal(0.75, None) == (0.75, "kyber")
+
+
+def test_stall_counts_readless_periods_after_reads() -> None:
+    """No read completed while writes did, after periods with reads: the
+    period's length over the objective, for at most 3 periods in a row;
+    no reads before, or no writes either, is no figure."""
+    st = Stall()
+    assert st.update(0, 500, 1.0, 45000) is None           # no reader yet
+    assert st.update(700, 0, 1.0, 45000) is None           # reads: fine
+    assert st.update(0, 0, 1.0, 45000) is None             # nothing at all: idle device
+    assert st.update(0, 800, 1.5, 45000) == pytest.approx(1.5e6 / 45000)
+    assert st.update(0, 800, 1.0, 45000) == pytest.approx(1e6 / 45000)
+    assert st.update(0, 800, 1.0, 45000) is not None
+    assert st.update(0, 800, 1.0, 45000) is None           # a 4th: the reader may have gone
+    assert st.update(0, 800, 1.0, 45000) is None
+    assert st.update(3, 800, 1.0, 45000) is None           # back: counting starts again
+    assert st.update(0, 800, 1.0, 45000) is not None
+    assert signal(None, None, 22.0) == (22.0, "stall")
+    assert signal(0.5, 0.2, None) == (0.5, "kyber")
 
 
 def test_parse_and_ratio() -> None:
