@@ -58,6 +58,16 @@ def workloads(depths: Sequence[int] = DEPTHS) -> list[Workload]:
     return alone + pairs
 
 
+def depth_note(hw: int | None, wls: Sequence[Workload]) -> str | None:
+    """A report note when a workload is deeper than the device's tags per
+    hardware queue (@hw), else None."""
+    deep = max((d for w in wls for d in (w.read_depth, w.write_depth) if d), default=0)
+    if hw and deep > hw:
+        return (f"iodepth {deep} exceeds the device's {hw} tags per hardware queue: "
+                "the excess waits in the block layer")
+    return None
+
+
 def jobfile(dev: str, w: Workload, runtime: float, ramp: float, ioengine: str,
             cpus: int | None, comment: str = "") -> str:
     g = jobs.common(dev, runtime, ramp, ioengine, (50.0, 90.0, 99.0, 99.9))
@@ -115,13 +125,8 @@ class KyberBaseline(Suite):
         a = ctx.args
         wls = ([Workload.parse(x) for x in a.workloads.split(",")] if a.workloads
                else workloads())
-        notes = []
-        hw = ctx.device.hw_depth
-        deep = max((d for w in wls for d in (w.read_depth, w.write_depth) if d), default=0)
-        if hw and deep > hw:
-            notes.append(f"iodepth {deep} exceeds the device's {hw} tags per hardware "
-                         "queue: the excess waits in the block layer")
-        return Plan([Phase("none", plan_workloads(ctx, wls))], notes,
+        note = depth_note(ctx.device.hw_depth, wls)
+        return Plan([Phase("none", plan_workloads(ctx, wls))], [note] if note else [],
                     {"workloads": [w.name for w in wls]})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:

@@ -141,9 +141,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     import datetime as dt
     from bench.session import check_device
     from kybertune import versus
-    res = resmod.load(a.grid)
-    if res.suite != "kyber-grid":
-        raise ResultsError(f"{a.grid} holds {res.suite} results, not kyber-grid")
+    res = _load_grid(a.grid)
     a.device = a.device or res.manifest["device"]["path"]
     if a.vm and not a.kernel:
         a.kernel = res.manifest["target"].get("kernel")
@@ -182,10 +180,16 @@ def cmd_auto(a: argparse.Namespace) -> int:
     return 0
 
 
-def _grids(folder: str, workload: str | None) -> tuple[resmod.Results, dict[str, Grid]]:
+def _load_grid(folder: str) -> resmod.Results:
+    """A kyber-grid results folder (ResultsError if it holds another suite's)."""
     res = resmod.load(folder)
     if res.suite != "kyber-grid":
         raise ResultsError(f"{folder} holds {res.suite} results, not kyber-grid")
+    return res
+
+
+def _grids(folder: str, workload: str | None) -> tuple[resmod.Results, dict[str, Grid]]:
+    res = _load_grid(folder)
     p = res.manifest["params"]
     gs = grids(res, float(p.get("dead_tolerance", deadmod.TOLERANCE)))
     if workload is not None:

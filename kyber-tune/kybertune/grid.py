@@ -22,17 +22,17 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
 from bench.report import figure, save, table
-from bench.results import Results, Run, summarize
+from bench.results import Results, Run, Summary, summarize
 from bench.runner import Config, Phase, Plan, RunContext, RunError
 from bench.suites import Sched, Suite, SuiteReport
-from bench.suites.kyber_baseline import Workload
+from bench.suites.kyber_baseline import Workload, depth_note
 from bench.suites.kyber_baseline import jobfile as baseline_jobfile
 from bench.target import q
 
@@ -95,6 +95,14 @@ class Cell:
         if not math.isnan(value):
             self.samples.setdefault(metric, []).append(value)
 
+    def summaries(self, metrics: Sequence[str] | None = None) -> dict[str, Summary]:
+        """Each metric's summary over the repetitions (every metric of
+        METRICS unless @metrics)."""
+        return {m: summarize(self.samples.get(m, [])) for m in (metrics or METRICS)}
+
+    def means(self, metrics: Sequence[str] | None = None) -> dict[str, float]:
+        return {m: v.mean for m, v in self.summaries(metrics).items()}
+
 
 @dataclass
 class Grid:
@@ -110,7 +118,7 @@ class Grid:
     def summary(self) -> dict[str, Any]:
         def cell(c: Cell) -> dict[str, Any]:
             return {"read_lat_nsec": c.read_ns, "write_lat_nsec": c.write_ns,
-                    **{m: summarize(c.samples.get(m, [])).as_dict() for m in METRICS}}
+                    **{m: v.as_dict() for m, v in c.summaries().items()}}
         return {"read_us": self.read_us, "write_us": self.write_us,
                 "points": [{"i": i, "j": j, "read_us": self.read_us[i],
                             "write_us": self.write_us[j], "dead": (i, j) in self.dead,
@@ -261,12 +269,10 @@ class KyberGrid(Suite):
             notes.append(f"ssdsim time_scale {scale}: every target is written to sysfs as "
                          f"{scale} x the device time shown (e.g. {read_us[0]:g} us -> "
                          f"read_lat_nsec {to_ns(read_us[0], scale)})")
-        hw = ctx.device.hw_depth
-        if user is None and hw and any(d and d > hw for w in names
-                                       for d in (Workload.parse(w).read_depth,
-                                                 Workload.parse(w).write_depth)):
-            notes.append(f"iodepth 256 exceeds the device's {hw} tags per hardware queue: "
-                         "the excess waits in the block layer")
+        note = None if user is not None else \
+            depth_note(ctx.device.hw_depth, [Workload.parse(w) for w in names])
+        if note:
+            notes.append(note)
         settle = None
         if a.fs:
             settle = self._fresh_fs(ctx, a.fs, fs_dir)
@@ -291,11 +297,10 @@ class KyberGrid(Suite):
         mkfs = FILESYSTEMS[fs]
 
         def unmount() -> None:
-            ctx.target.run(f"! mountpoint -q {q(mnt)} || umount {q(mnt)}")
+            ctx.target.run(_unmount(mnt))
 
         def settle(c: RunContext) -> None:
-            r = c.target.run(f"(! mountpoint -q {q(mnt)} || umount {q(mnt)}) && "
-                             f"{mkfs} {q(dev)} && mkdir -p {q(mnt)} && "
+            r = c.target.run(f"({_unmount(mnt)}) && {mkfs} {q(dev)} && mkdir -p {q(mnt)} && "
                              f"mount -t {fs} {q(dev)} {q(mnt)}", timeout=600)
             if r.rc != 0:
                 raise RunError(f"could not make a fresh {fs} on {dev}: {r.out.strip()[-500:]}")
@@ -361,7 +366,7 @@ class KyberGrid(Suite):
             scale = 1e-3 if m == "read_p99_us" else 1.0
             vals = [[math.nan] * len(g.write_us) for _ in g.read_us]
             for (i, j), c in g.cells.items():
-                s = summarize(c.samples.get(m, []))
+                s = c.summaries([m])[m]
                 vals[i][j] = s.mean * scale if s.n else math.nan
             cmap = "viridis_r" if m == "read_p99_us" else "viridis"
             im = a.imshow(vals, origin="lower", aspect="auto", cmap=cmap)
@@ -397,13 +402,18 @@ def _write_through(ctx: RunContext) -> dict[str, Any]:
         "before it)")
 
 
+def _unmount(mnt: str) -> str:
+    """The command that unmounts @mnt if something is mounted there."""
+    return f"! mountpoint -q {q(mnt)} || umount {q(mnt)}"
+
+
 def _fresh_then(then: Callable[[RunContext], None] | None,
                 mnt: str | None) -> Callable[[RunContext], None]:
     """A settle step: ssdsim reloaded with its parameters (empty; the file
     system at @mnt unmounted first), then @then."""
     def settle(ctx: RunContext) -> None:
         if mnt is not None:
-            ctx.target.run(f"! mountpoint -q {q(mnt)} || umount {q(mnt)}")
+            ctx.target.run(_unmount(mnt))
         prep.reload_ssdsim(ctx, dict(ctx.device.module_params))
         if then is not None:
             then(ctx)
@@ -422,9 +432,9 @@ def _on_fs(text: str, directory: str, size: str) -> str:
 
 
 def _row(c: Cell) -> list[object]:
-    return [summarize(c.samples.get("read_p99_us", [])).fmt(1e-3, 3),
-            summarize(c.samples.get("read_iops", [])).fmt(1.0, 0),
-            summarize(c.samples.get("write_iops", [])).fmt(1.0, 0)]
+    s = c.summaries()
+    return [s["read_p99_us"].fmt(1e-3, 3), s["read_iops"].fmt(1.0, 0),
+            s["write_iops"].fmt(1.0, 0)]
 
 
 def _us(v: float) -> str:

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.results import Summary, summarize
+from bench.results import Summary
 
 from kybertune import dead as deadmod
 from kybertune.grid import Cell, Grid
@@ -55,7 +55,7 @@ class Objective:
             if self.max_read_p99_us is not None else "")
 
     def feasible(self, c: Cell) -> bool:
-        m = _means(c)
+        m = c.means()
         if self.kind == "min-read-p99":
             if math.isnan(m["read_p99_us"]):
                 return False
@@ -67,8 +67,8 @@ class Objective:
     def score(self, c: Cell) -> float:
         """Larger is better."""
         if self.kind == "min-read-p99":
-            return -_means(c)["read_p99_us"]
-        return _total(c) if self.kind == "max-iops" else _means(c)["write_iops"]
+            return -c.means()["read_p99_us"]
+        return _total(c) if self.kind == "max-iops" else c.means()["write_iops"]
 
     def samples(self, c: Cell) -> list[float]:
         """The objective's repetitions at @c."""
@@ -90,8 +90,7 @@ class Candidate:
     cell: Cell
 
     def predicted(self) -> dict[str, Summary]:
-        return {m: summarize(self.cell.samples.get(m, [])) for m in
-                ("read_p99_us", "read_iops", "write_iops")}
+        return self.cell.summaries()
 
 
 @dataclass
@@ -141,13 +140,8 @@ def fmt_figures(p: dict[str, Summary]) -> str:
             f"read IOPS {p['read_iops'].fmt(1.0, 0)}, write IOPS {p['write_iops'].fmt(1.0, 0)}")
 
 
-def _means(c: Cell) -> dict[str, float]:
-    return {m: summarize(c.samples.get(m, [])).mean for m in
-            ("read_p99_us", "read_iops", "write_iops")}
-
-
 def _total(c: Cell) -> float:
-    m = _means(c)
+    m = c.means()
     vals = [v for v in (m["read_iops"], m["write_iops"]) if not math.isnan(v)]
     return sum(vals) if vals else math.nan
 

@@ -24,7 +24,7 @@ from bench import device as devmod
 from bench import fio, jobs
 from bench.device import DeviceError
 from bench.report import table
-from bench.results import Results, summarize
+from bench.results import Results
 from bench.suites.kyber_baseline import Workload
 from bench.target import Target, q
 
@@ -88,11 +88,10 @@ def static(res: Results, workload: str, objective_us: float
     scale = int(res.manifest["params"].get("time_scale", 1))
     rec = recommend(g, Objective("max-write-iops", max_read_p99_us=objective_us), scale)
 
-    def figs(samples: dict[str, list[float]]) -> dict[str, float]:
-        return {m: summarize(samples.get(m, [])).mean for m in ("read_p99_us", "write_iops")}
-    best = figs(rec.best.cell.samples) if rec.best is not None else None
+    figs = ("read_p99_us", "write_iops")
+    best = rec.best.cell.means(figs) if rec.best is not None else None
     return (best, rec.best.name if rec.best else "none meets it",
-            figs(g.default.samples) if g.default is not None else None)
+            g.default.means(figs) if g.default is not None else None)
 
 
 def run(target: Target, grid: Results, device: str, objective_us: float, workload: str,
