@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-build", action="store_true",
                       help="use the modules already in .build/<kernel>/")
     demo.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
+    demo.add_argument("--suites", help="comma-separated: only these of the demo's suites "
+                      "(default: all of k2, kyber-baseline, overhead, flashfq, cars, kyber-grid)")
     from bench.calibrate import IODEPTH, SCHEDULERS
     cal = sub.add_parser(
         "calibrate", help="write a scheduler's model of the device to its tunables: flashfq's "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
 import shutil
 import sys
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import cli, report
+from bench import cli, report, suites
 from bench.device import DeviceError
 from bench.results import ResultsError
 from bench.runner import RunError, fmt_secs
@@ -49,6 +50,10 @@ DEMO = (
                           "--runtime", "2", "--ramp", "0.5"), needs_module="flashfq-iosched"),
     DemoSuite("cars", ("--read-ratios", "0,50,100", "--flows", "2,4,8", "--reps", "1",
                        "--runtime", "3", "--ramp", "0.5"), needs_module="cars-iosched"),
+    # then kyber-tune's verify and bench (bench.suites.DEMO_STEPS)
+    DemoSuite("kyber-grid", ("--read-us", "100,1000", "--write-us", "1000,100000",
+                             "--write-through", "--reps", "1", "--runtime", "3",
+                             "--ramp", "0.5")),
 )
 
 
@@ -69,6 +74,12 @@ class Done:
 
 def demo(a: argparse.Namespace) -> int:
     t0 = time.monotonic()
+    names = {s.suite for s in DEMO}
+    bad = [x for x in (a.suites or "").split(",") if x and x not in names]
+    if bad:
+        print(f"demo: no demo suite {', '.join(bad)} (suites: {', '.join(sorted(names))})",
+              file=sys.stderr)
+        return 2
     kernels = a.kernel or test_kernels()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     top = Path(a.out) if a.out else ROOT / "results" / f"demo-{stamp}"
@@ -80,7 +91,7 @@ def demo(a: argparse.Namespace) -> int:
         try:
             if not a.no_build:
                 build_modules(k)
-            _kernel(k, top, a.seed, done)
+            _kernel(k, top, a.seed, done, a.suites.split(",") if a.suites else None)
         except (VMError, TargetError, DeviceError) as e:
             # no modules, or a VM that would not boot or answer: say so, go on
             msg = str(e).splitlines()[0]
@@ -97,10 +108,12 @@ def demo(a: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _kernel(k: str, top: Path, seed: int, done: list[Done]) -> None:
-    """Every demo suite on kernel @k.  A suite during which the VM stops
-    answering runs once more on a new VM; the rest go on there."""
-    todo = list(DEMO)
+def _kernel(k: str, top: Path, seed: int, done: list[Done],
+            only: list[str] | None = None) -> None:
+    """Every demo suite (or those named in @only) on kernel @k.  A suite
+    during which the VM stops answering runs once more on a new VM; the
+    rest go on there."""
+    todo = [s for s in DEMO if not only or s.suite in only]
     retried: set[DemoSuite] = set()
     d: Done | None = None
     while todo:
@@ -148,6 +161,24 @@ def _run_one(t: VMTarget, s: DemoSuite, k: str, dev: str, top: Path, seed: int,
                          time.monotonic() - ts, f"FAILED: {str(e).splitlines()[0]}"))
         return not t.vm.dead
     d.suites.append((s.suite, folder, time.monotonic() - ts, ""))
+    return _follow_up(t, s, k, dev, folder, d)
+
+
+def _follow_up(t: VMTarget, s: DemoSuite, k: str, dev: str, folder: Path, d: Done) -> bool:
+    """The steps a suite's module adds after its run (suites.DEMO_STEPS);
+    False if the VM stopped answering."""
+    mod = suites.DEMO_STEPS.get(s.suite)
+    if mod is None:
+        return True
+    suites.all_suites()     # puts the suite's folder on sys.path
+    print(f"\n--- {k}: {s.suite}: {mod}", flush=True)
+    ts = time.monotonic()
+    try:
+        d.suites += importlib.import_module(mod).steps(t, folder, dev)
+    except (TargetError, DeviceError, RunError, ResultsError, ValueError) as e:
+        print(f"demo: {mod} FAILED on {k}: {e}", file=sys.stderr, flush=True)
+        d.suites.append((mod, None, time.monotonic() - ts, f"FAILED: {str(e).splitlines()[0]}"))
+        return not t.vm.dead
     return True
 
 

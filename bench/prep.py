@@ -24,7 +24,12 @@ from bench.target import Target, q
 
 def reload_ssdsim(ctx: RunContext, params: dict[str, str]) -> None:
     """Unload ssdsim and load it again with @params; wait for the disk."""
-    t, dev = ctx.target, ctx.dev
+    ctx.device.module_params = load_ssdsim_again(ctx.target, ctx.dev, params)
+
+
+def load_ssdsim_again(t: Target, dev: str, params: dict[str, str]) -> dict[str, str]:
+    """Unload ssdsim and load it again with @params; wait for /dev/@dev;
+    its parameters now."""
     r = t.run("modprobe -r ssdsim 2>&1 || rmmod ssdsim")
     if r.rc != 0:
         raise DeviceError(f"cannot unload ssdsim to change its parameters (is /dev/{dev} "
@@ -37,7 +42,7 @@ def reload_ssdsim(ctx: RunContext, params: dict[str, str]) -> None:
         time.sleep(0.1)
     else:
         raise DeviceError(f"ssdsim reloaded with {args} but /dev/{dev} did not come back")
-    ctx.device.module_params = devmod.module_params(t, "ssdsim")
+    return devmod.module_params(t, "ssdsim")
 
 
 def reconfigure_ssdsim(ctx: RunContext, changes: dict[str, str]) -> dict[str, str]:

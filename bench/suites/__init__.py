@@ -114,6 +114,10 @@ class Suite:
 #: suites that live in another top-level folder of the project, as
 #: (folder, module): the folder goes on sys.path to import the module
 ELSEWHERE = (("kyber-tune", "kybertune.grid"),)
+#: what `bench demo` runs after a suite's short run, on the same target:
+#: suite -> module with steps(target, results folder, device), each step
+#: a (name, folder, seconds, note); imported by name like ELSEWHERE's
+DEMO_STEPS = {"kyber-grid": "kybertune.demo"}
 
 
 def _modules() -> list[str]:

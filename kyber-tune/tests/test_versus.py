@@ -52,3 +52,20 @@ def test_static_points_goals_and_report(grid_run: tuple[Path, KyberTarget, str],
     assert "- write IOPS above Kyber's defaults': **no**" in text
     assert (tmp_path / "auto.png").read_bytes()[:4] == b"\x89PNG"
     assert "no" in versus.summarize_goals(o)
+
+
+def test_demo_objective_lies_between_the_best_point_and_the_defaults() -> None:
+    from kybertune.demo import objective_us
+    from kybertune.grid import Cell, Grid
+
+    def cell(p99: float) -> Cell:
+        c = Cell(1, 1)
+        c.add("read_p99_us", p99)
+        return c
+    g = Grid("R1+W256", [100.0], [100.0, 1000.0], {(0, 0): cell(10_000), (0, 1): cell(40_000)},
+             cell(90_000), set())
+    assert objective_us(g) == pytest.approx(30_000)          # sqrt(10 ms x 90 ms)
+    g.default = cell(11_000)                                  # the targets hardly matter
+    assert objective_us(g) is None
+    g.default = None
+    assert objective_us(g) is None
