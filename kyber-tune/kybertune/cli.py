@@ -24,7 +24,7 @@ from bench.target import TargetError
 from scripts.vmbed import VMError
 
 from kybertune import dead as deadmod
-from kybertune.grid import Grid, grids
+from kybertune.grid import Cell, Grid, grids
 from kybertune.recommend import OBJECTIVES, Objective, Recommendation, dumps, recommend
 
 PROG = "kyber-tune"
@@ -228,12 +228,18 @@ def cmd_verify(a: argparse.Namespace) -> int:
     rc = bench_cli.main(argv)
     if rc != 0:
         return rc
-    _, again = _grids(out, rec.workload)
+    print("\n" + compare(rec, measured(out, rec).samples, a.tolerance))
+    return 0
+
+
+def measured(folder: str, rec: Recommendation) -> Cell:
+    """@rec's best point as verify's re-run in @folder measured it."""
+    assert rec.best is not None
+    _, again = _grids(folder, rec.workload)
     g = again[rec.workload]
     cell = g.default if rec.best.name == "default" else next(iter(g.cells.values()))
     assert cell is not None
-    print("\n" + compare(rec, cell.samples, a.tolerance))
-    return 0
+    return cell
 
 
 def verify_argv(res: resmod.Results, rec: Recommendation, device: str | None, reps: int,
@@ -269,12 +275,17 @@ def ssdsim_params(manifest: dict[str, Any]) -> str:
     (to load it the same way in a new VM): those of the last phase set-up
     that reloaded it (--write-through), else the device's as found; "" for
     another device."""
+    return " ".join(f"{k}={v}" for k, v in sorted(ssdsim_param_dict(manifest).items()))
+
+
+def ssdsim_param_dict(manifest: dict[str, Any]) -> dict[str, str]:
+    """ssdsim_params() as a dict ({} for another device)."""
     if manifest["device"].get("kind") != "ssdsim":
-        return ""
+        return {}
     params = manifest["device"].get("module_params", {})
     for ph in manifest.get("phases", {}).values():
         params = ph.get("module_params", params)
-    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return dict(params)
 
 
 def compare(rec: Recommendation, measured: dict[str, list[float]],

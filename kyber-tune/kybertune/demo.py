@@ -70,10 +70,7 @@ def steps(t: Target, folder: Path, device: str) -> list[Step]:
     else:
         argv = kt_cli.verify_argv(res, rec, device, 1, str(vdir), None, False, None)
         run_suite(t, kt_cli.bench_cli.parse(argv), command=["python3", "-m", "bench", *argv])
-        _, again = kt_cli._grids(str(vdir), rec.workload)
-        ag = again[rec.workload]
-        cell = ag.default if rec.best.name == "default" else next(iter(ag.cells.values()))
-        assert cell is not None
+        cell = kt_cli.measured(str(vdir), rec)
         text = rec.text() + "\n\n" + kt_cli.compare(rec, cell.samples, tol)
         # the demo's index shows each step's headline
         (vdir / "headline.md").write_text(f"```\n{text}\n```\n")
@@ -83,11 +80,11 @@ def steps(t: Target, folder: Path, device: str) -> list[Step]:
     # loaded as the grid's runs had it (write-through), then as it was
     t1 = time.monotonic()
     bdir = folder.parent / "kyber-bench"
-    params = kt_cli.ssdsim_params(res.manifest)
+    params = kt_cli.ssdsim_param_dict(res.manifest)
     dev = devmod.resolve(t, device)
     orig = devmod.module_params(t, "ssdsim") if params else {}
     if params:
-        prep.load_ssdsim_again(t, dev, dict(kv.split("=", 1) for kv in params.split()))
+        prep.load_ssdsim_again(t, dev, params)
     try:
         o = versus.run(t, res, device, obj, WORKLOAD, BENCH_RUNTIME, BENCH_SETTLE, 1.0, bdir)
     finally:
