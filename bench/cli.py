@@ -186,7 +186,11 @@ def target_for(a: argparse.Namespace) -> Iterator[Target]:
     if getattr(a, "trace", None) == "lttng":
         from bench.vm import build_lttng
         build_lttng(kernel)
-    with booted(kernel, build=True) as target:
+    tcg = ""
+    if getattr(a, "suite", None):
+        from bench import suites
+        tcg = suites.get(a.suite).vm_tcg_thread(a)
+    with booted(kernel, build=True, tcg_thread=tcg) as target:
         if getattr(a, "device", None) and a.device.lstrip("/").removeprefix("dev/").startswith(
                 "ssdsim"):
             from bench import device as devmod

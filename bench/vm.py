@@ -46,12 +46,15 @@ def build_lttng(kernel: str) -> None:
 
 
 @contextmanager
-def booted(kernel: str, build: bool = True, attempts: int = 2) -> Iterator[VMTarget]:
-    """A VM of @kernel with the project's modules, as a Target.  A VM that
-    does not answer its first command is booted again (@attempts in all)."""
+def booted(kernel: str, build: bool = True, attempts: int = 2,
+           tcg_thread: str = "") -> Iterator[VMTarget]:
+    """A VM of @kernel with the project's modules, as a Target; @tcg_thread
+    as VMConfig's.  A VM that does not answer its first command is booted
+    again (@attempts in all)."""
     mods = build_modules(kernel) if build else ROOT / ".build" / kernel
     for attempt in range(1, attempts + 1):
-        vm = VM(VMConfig(kernel=kernel, modules_dir=mods if mods.is_dir() else None))
+        vm = VM(VMConfig(kernel=kernel, modules_dir=mods if mods.is_dir() else None,
+                         tcg_thread=tcg_thread))
         try:
             vm.start()
             vm.run("true", timeout=30)

@@ -99,6 +99,9 @@ class VMConfig:
     modules_dir: Path | None = None
     append: str = ""
     extra_qemu: list[str] = field(default_factory=list)
+    # TCG threading, 'single' or 'multi'; '': tcg_threads()'s choice for
+    # the kernel (VM_TCG_THREAD overrides either)
+    tcg_thread: str = ""
 
 
 def accel() -> str:
@@ -113,10 +116,11 @@ def accel() -> str:
     return "tcg"
 
 
-def tcg_threads(kernel: str) -> str:
+def tcg_threads(kernel: str, want: str = "") -> str:
     """QEMU's TCG threading for a guest running @kernel (a release):
     'single' (the vCPUs take turns in one host thread) or 'multi' (a host
-    thread per vCPU); VM_TCG_THREAD=multi|single overrides.  Under
+    thread per vCPU); @want (a caller's choice, e.g. the overhead suite's)
+    if given, and VM_TCG_THREAD=multi|single overrides both.  Under
     multi-threaded TCG a guest now and then executes the INT3 of a kernel
     text patch (a static key) after the patching CPU has put the new
     instruction back and synced every CPU: 7.3 died of "Oops: int3" in
@@ -131,6 +135,10 @@ def tcg_threads(kernel: str) -> str:
     env = os.environ.get("VM_TCG_THREAD")
     if env in ("single", "multi"):
         return env
+    if want:
+        if want not in ("single", "multi"):
+            raise ValueError(f"TCG threading {want!r}: single or multi")
+        return want
     return "multi" if kernel.endswith("-ssd-debug") else "single"
 
 
@@ -356,7 +364,7 @@ class VM:
         acc = accel()
         cmd = [
             "qemu-system-x86_64", "-machine", "q35", "-accel",
-            acc if acc == "kvm" else f"tcg,thread={tcg_threads(cfg.kernel)}",
+            acc if acc == "kvm" else f"tcg,thread={tcg_threads(cfg.kernel, cfg.tcg_thread)}",
             "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
             "-kernel", str(kernel_image(cfg.kernel)), "-initrd", str(initrd),
             "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "

@@ -90,6 +90,11 @@ class Suite:
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """Suite-specific options."""
 
+    def vm_tcg_thread(self, args: argparse.Namespace) -> str:
+        """With --vm: the QEMU TCG threading the suite's VM needs ('single'
+        or 'multi'), '' for the bed's choice for the kernel."""
+        return ""
+
     def make_device(self, target: Target, args: argparse.Namespace,
                     on_exit: Callable[[str, Callable[[], None]], None]) -> tuple[str, list[str]]:
         """For suites that bring their own device: set it up (registering its

@@ -265,3 +265,13 @@ def test_overhead_plan_is_none_x_x_none_blocks() -> None:
     assert k2 and all(c.tunables == (("max_inflight", 256),) for c in k2)
     two = [c for b in blocks for c in b if c.label("jobs") == 2][0]
     assert "[j0]" in two.jobfile and "[j1]" in two.jobfile
+
+
+def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
+    """The overhead suite's VM runs a host thread per vCPU (2 jobs at once);
+    with --traced the bed's choice (trace events patch kernel text); the
+    other suites take the bed's choice."""
+    ov = get("overhead")
+    assert ov.vm_tcg_thread(parse(["run", "overhead", "--vm"])) == "multi"
+    assert ov.vm_tcg_thread(parse(["run", "overhead", "--vm", "--traced"])) == ""
+    assert get("k2").vm_tcg_thread(parse(["run", "k2", "--vm"])) == ""

@@ -117,6 +117,19 @@ def test_tcg_threads_single_but_for_the_debug_kernel(
     assert vmbed.tcg_threads("7.3.4+deb13-cloud-amd64") == "multi"
 
 
+def test_tcg_threads_a_callers_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller (the overhead suite) may ask for a threading; VM_TCG_THREAD
+    still overrides it, and a word that is neither is an error."""
+    monkeypatch.delenv("VM_TCG_THREAD", raising=False)
+    assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "multi") == "multi"
+    assert vmbed.tcg_threads("6.12.117-ssd-debug", "single") == "single"
+    assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "") == "single"
+    with pytest.raises(ValueError):
+        vmbed.tcg_threads("6.1.0-56-cloud-amd64", "many")
+    monkeypatch.setenv("VM_TCG_THREAD", "single")
+    assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "multi") == "single"
+
+
 def _agent_vm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[vmbed.VM, socket.socket]:
     """A VM object talking to the other end of a socket pair (the agent's
     side, played by the test), with no QEMU."""
