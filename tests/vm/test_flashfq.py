@@ -210,9 +210,9 @@ def test_sequential_stream_merges(ffq: Guest, serial_disk: str) -> None:
     """A sequential reader submitting one 4 KiB read per call (iodepth 16)
     behind depth 1 on the serial device: its reads merge into its own
     queued requests (the device sees at least 4 times fewer requests than
-    fio issued: in each 20 ms service fio can queue 15 more reads; on the
-    debug kernel, whose CPU submits more slowly, only fewer), and the
-    counters agree."""
+    fio issued: in each 20 ms service fio can queue 15 more reads; 8.5-9.6
+    times was measured, the debug kernel included), and the counters
+    agree."""
     g, dev = ffq, serial_disk
     before = g.stats(dev)
     reads0, merges0 = _read_stat(g, dev)
@@ -226,7 +226,7 @@ def test_sequential_stream_merges(ffq: Guest, serial_disk: str) -> None:
           f"flashfq dispatched {after['dispatched'] - before['dispatched']}")
     assert ios > 0 and merges1 > merges0
     reqs = reads1 - reads0
-    assert ios > reqs if g.debug_kernel else ios >= 4 * reqs
+    assert ios >= 4 * reqs
     assert after["dispatched"] - before["dispatched"] <= reads1 - reads0 + 16
 
 
