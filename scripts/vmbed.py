@@ -49,7 +49,7 @@ GUEST_KMODS = ["null_blk", "kyber-iosched", "bfq", "mq-deadline", "loop",
                "xfs", "f2fs", "nvmet-tcp", "nvme-tcp"]
 # Userspace programs every VM carries (with their shared libraries).
 GUEST_PROGS = ["/usr/bin/fio", "/sbin/mkfs.ext4", "/sbin/e2fsck",
-               "/sbin/mke2fs", "/usr/bin/lttng", "/usr/bin/lttng-sessiond",
+               "/sbin/mke2fs", "/sbin/mkfs.xfs", "/usr/bin/lttng", "/usr/bin/lttng-sessiond",
                "/usr/lib/x86_64-linux-gnu/lttng/libexec/lttng-consumerd",
                "/bin/udevadm", "/bin/kmod"]
 # Other names of those programs (link -> program): udev's daemon is udevadm

@@ -300,10 +300,15 @@ class KyberGrid(Suite):
             ctx.target.run(_unmount(mnt))
 
         def settle(c: RunContext) -> None:
+            # the file system's module, if it is one and not loaded yet
+            if c.target.run(f"grep -qw {fs} /proc/filesystems || modprobe {fs}").rc != 0:
+                raise RunError(f"this kernel has no {fs} (not in /proc/filesystems, and "
+                               f"modprobe {fs} failed)")
             r = c.target.run(f"({_unmount(mnt)}) && {mkfs} {q(dev)} && mkdir -p {q(mnt)} && "
                              f"mount -t {fs} {q(dev)} {q(mnt)}", timeout=600)
             if r.rc != 0:
-                raise RunError(f"could not make a fresh {fs} on {dev}: {r.out.strip()[-500:]}")
+                # the head: mkfs says what is wrong before printing its usage
+                raise RunError(f"could not make a fresh {fs} on {dev}: {r.out.strip()[:500]}")
         ctx.on_exit(f"{dev} unmounted from {mnt}", unmount)
         return settle
 
@@ -404,7 +409,8 @@ def _write_through(ctx: RunContext) -> dict[str, Any]:
 
 def _unmount(mnt: str) -> str:
     """The command that unmounts @mnt if something is mounted there."""
-    return f"! mountpoint -q {q(mnt)} || umount {q(mnt)}"
+    # /proc/mounts rather than mountpoint(1), which busybox (the VM) may lack
+    return f"! awk -v m={q(mnt)} '$2 == m {{f = 1}} END {{exit !f}}' /proc/mounts || umount {q(mnt)}"
 
 
 def _fresh_then(then: Callable[[RunContext], None] | None,

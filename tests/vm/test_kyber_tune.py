@@ -121,3 +121,29 @@ fio --output-format=json --output=/tmp/rw.json /tmp/rw.fio > /tmp/rw.log 2>&1 &
     w_alone = alone[-1].write_lat_nsec
     assert max(r.write_lat_nsec for r in both) > w_alone
     assert any(r.action == "up" for r in both)
+
+
+def test_grid_on_a_fresh_file_system(guest: Guest, ssdsim: str, tmp_path: Path) -> None:
+    """--fs xfs: every run of the grid on a file system made fresh for it,
+    fio's files in it, and unmounted afterwards (ext4 works the same way;
+    f2fs is not in Debian's cloud kernels).  ssdsim at 512 MiB: mkfs.xfs
+    wants at least 300 MiB."""
+    fs = "xfs"
+    guest.sh(f"rmmod ssdsim && modprobe ssdsim time_scale={TIME_SCALE} write_buffer_kb=0 "
+             "capacity_mb=512 && test -b /dev/ssdsim0")
+    out = tmp_path / "grid"
+    argv = ["run", "kyber-grid", "--device", ssdsim, "--workloads", "R1+W256",
+            "--read-us", "1000", "--write-us", "10000", "--reps", "1", "--runtime", "1",
+            "--ramp", "0.2", "--fs", fs, "--fs-size", "32m", "--seed", "1",
+            "--out", str(out)]
+    run_suite(VMTarget(guest.vm), parse(argv), command=argv)
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "complete" and len(m["runs"]) == 2
+    assert any(f"a fresh {fs} for every run" in n for n in m["notes"]), m["notes"]
+    for r in resmod.load(out).runs:
+        jobs = r.result["jobs"]
+        assert jobs and all(j["error"] == 0 for j in jobs)
+        assert sum(j["read"]["io_bytes"] + j["write"]["io_bytes"] for j in jobs) > 0
+        opts = {**r.result.get("global options", {}), **jobs[0].get("job options", {})}
+        assert opts.get("directory", "").endswith("/fs"), opts
+    assert guest.run(f"grep -q '^/dev/{ssdsim} ' /proc/mounts").rc != 0
