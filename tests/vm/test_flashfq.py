@@ -11,7 +11,6 @@ one VM run."""
 from __future__ import annotations
 
 import base64
-import re
 import subprocess
 import sys
 import tempfile
@@ -153,7 +152,7 @@ def _pair_vs_reader(g: Guest, dev: str, share: int, b64: str) -> tuple[int, int,
     text = ftrace_record(g, "flashfq", f"""
 fio --output-format=json --output=/tmp/fio.json {_jobs(dev, 8, '--name=r --ioengine=libaio --iodepth=2')} &
 pid=$!
-/tmp/cloneio {share} 2 /dev/{dev} 8 > /tmp/cloneio.out || {{ kill $pid; wait $pid; exit 3; }}
+/tmp/cloneio {share} 2 /dev/{dev} 8 > /dev/null || {{ kill $pid; wait $pid; exit 3; }}
 wait $pid || exit 4
 """, timeout=120)
     # the task (I/O context) of each side, from who inserted its requests
