@@ -16,6 +16,7 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+#include <linux/bitops.h>
 #include <linux/ioprio.h>
 #else
 #include "kshim.h"
@@ -241,6 +242,186 @@ static inline bool k2_stall_check(struct k2_stall *s, u32 count, u64 seq,
 static inline void k2_stall_disarm(struct k2_stall *s)
 {
 	s->armed = false;
+}
+
+/*
+ * Adaptive bound (sysfs target_latency_us; 0 keeps the fixed bound)
+ * ------------------------------------------------------------------
+ * Completions of real-time requests record their latency (from the
+ * request's allocation to its finish: the wait for a slot and the device
+ * time) in a histogram of K2_LAT_BUCKETS log-spaced buckets: values
+ * below 8 us have a bucket each, and every power of two above is split in
+ * K2_LAT_SUB buckets, so a bucket is at most 1/8 (12.5 %) wide and the
+ * estimate k2_lat_value() gives is within about 6 % of any value in it.
+ * The last bucket takes everything from about 15.7 s up.
+ *
+ * The controller (k2_adapt_decide()) runs once per window: a window ends
+ * when it holds at least K2_ADAPT_MIN_SAMPLES real-time completions and is
+ * at least twice the target long (so that what it measured was served
+ * under the bound it started with).  Its estimate is the 99.9th percentile
+ * (K2_ADAPT_PERMILLE) of the window's samples added to half the previous
+ * estimate's histogram, so that it rests on about twice a window's
+ * samples; with fewer than 1000 of them it is near their maximum, which
+ * errs on the safe side.  Then:
+ *  - above the target: the bound falls in proportion to the overshoot
+ *    (bound * target / estimate, as if latency grew linearly with the
+ *    requests in the device), by at least one and at most to half, and
+ *    the histogram is cleared: what was measured at the old bound says
+ *    nothing about the new one;
+ *  - below half the target: it rises by a quarter (at least one), which,
+ *    latency being at most linear in the bound, stays below 5/8 of the
+ *    target;
+ *  - below 3/4 of the target: it rises by one;
+ *  - otherwise (between 3/4 of the target and the target) it holds.
+ * Multiplicative decrease and additive increase with a dead band in
+ * between: a bound that meets the target with room to spare creeps up,
+ * one that misses it is cut at once, and in the band nothing moves, so the
+ * bound does not chatter between two values whose latencies straddle the
+ * target (AIMD, as TCP and blk-iolatency; the dead band as in kyber's
+ * domain tokens that only move when latency is clearly good or bad).
+ */
+#define K2_LAT_SUB_SHIFT	3
+#define K2_LAT_SUB		8U	/* 1 << K2_LAT_SUB_SHIFT */
+#define K2_LAT_BUCKETS		176
+#define K2_ADAPT_MIN_SAMPLES	100U
+#define K2_ADAPT_PERMILLE	999U
+#define K2_MAX_TARGET_US	10000000U	/* 10 s */
+
+/* k2_lat_bucket() - the histogram bucket of a latency of @us microseconds */
+static inline unsigned int k2_lat_bucket(u64 us)
+{
+	unsigned int msb, b;
+
+	if (us < K2_LAT_SUB)
+		return us;
+	msb = fls64(us) - 1;	/* >= K2_LAT_SUB_SHIFT */
+	b = (msb - K2_LAT_SUB_SHIFT + 1) * K2_LAT_SUB +
+	    ((us >> (msb - K2_LAT_SUB_SHIFT)) & (K2_LAT_SUB - 1));
+	return b < K2_LAT_BUCKETS ? b : K2_LAT_BUCKETS - 1;
+}
+
+/* k2_lat_value() - the latency (us) bucket @b stands for: its middle */
+static inline u64 k2_lat_value(unsigned int b)
+{
+	unsigned int shift;
+
+	if (b < K2_LAT_SUB)
+		return b;
+	shift = b / K2_LAT_SUB - 1;
+	return ((u64)(K2_LAT_SUB + b % K2_LAT_SUB) << shift) +
+	       ((1ULL << shift) >> 1);
+}
+
+/*
+ * k2_lat_percentile() - the @permille-th per-mille latency (us) of a
+ * histogram holding @total samples, 0 if it is empty: the value of the
+ * bucket that holds the sample of that rank counted from the top.
+ */
+static inline u64 k2_lat_percentile(const u32 *hist, u64 total,
+				    unsigned int permille)
+{
+	/* samples above the percentile: the rest, rounded down */
+	u64 above = total * (1000 - permille) / 1000, seen = 0;
+	int b;
+
+	if (!total)
+		return 0;
+	for (b = K2_LAT_BUCKETS - 1; b > 0; b--) {
+		seen += hist[b];
+		if (seen > above)
+			return k2_lat_value(b);
+	}
+	return k2_lat_value(0);
+}
+
+/*
+ * k2_lat_fold() - fold a window's histogram @win into the running one
+ * @acc, whose counts are halved first; returns the samples @acc now holds.
+ */
+static inline u64 k2_lat_fold(u32 *acc, const u32 *win)
+{
+	u64 total = 0;
+	unsigned int b;
+
+	for (b = 0; b < K2_LAT_BUCKETS; b++) {
+		acc[b] = acc[b] / 2 + win[b];
+		total += acc[b];
+	}
+	return total;
+}
+
+/*
+ * k2_adapt_window_done() - whether a window that began @elapsed_ns ago and
+ * holds @samples real-time completions is complete for @target_us.
+ */
+static inline bool k2_adapt_window_done(u64 elapsed_ns, u64 samples,
+					u32 target_us)
+{
+	return samples >= K2_ADAPT_MIN_SAMPLES &&
+	       elapsed_ns >= 2000ULL * target_us;
+}
+
+/* k2_adapt_decide() results: why the bound moved (or did not). */
+enum k2_adapt_reason {
+	K2_ADAPT_HOLD,		/* within [3/4 target, target] */
+	K2_ADAPT_DOWN,		/* above the target */
+	K2_ADAPT_UP,		/* below 3/4 of it: one more */
+	K2_ADAPT_UP_FAST,	/* below half of it: a quarter more */
+	K2_ADAPT_IDLE,		/* no real-time requests: max_inflight */
+	K2_ADAPT_RETURN,	/* real-time requests again */
+	K2_ADAPT_NR_REASONS,
+};
+
+/*
+ * k2_adapt_decide() - the next adaptive bound after a window
+ * @bound:	the adaptive bound the window was measured under
+ * @max:	the largest it may become (max_inflight)
+ * @est_us:	the window's latency estimate
+ * @target_us:	the target (non-zero)
+ * @next:	the new bound, in [1, @max]
+ */
+static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
+						   u64 est_us, u32 target_us,
+						   u32 *next)
+{
+	u64 t = target_us, n;
+
+	if (bound > max)
+		bound = max;
+	*next = bound ? bound : 1;
+	if (est_us > t) {
+		n = (u64)bound * t / est_us;
+		if (n >= bound)
+			n = bound - 1;
+		if (n < bound / 2)
+			n = bound / 2;
+		*next = n ? n : 1;
+		return K2_ADAPT_DOWN;
+	}
+	if (2 * est_us < t) {
+		n = bound + (bound / 4 ? bound / 4 : 1);
+		*next = n < max ? n : max;
+		return K2_ADAPT_UP_FAST;
+	}
+	if (4 * est_us <= 3 * t) {
+		*next = bound < max ? bound + 1 : max;
+		return K2_ADAPT_UP;
+	}
+	return K2_ADAPT_HOLD;
+}
+
+/*
+ * k2_adapt_in_force() - the bound the adaptive controller puts in force:
+ * max_inflight while no real-time request is around (@idle), else its
+ * own bound, never above max_inflight.  k2_bound() then clamps it to the
+ * queue depth like any setting.
+ */
+static inline u32 k2_adapt_in_force(u32 adaptive, u32 max_inflight,
+				    bool idle)
+{
+	if (idle || adaptive > max_inflight)
+		return max_inflight;
+	return adaptive ? adaptive : 1;
 }
 
 /*

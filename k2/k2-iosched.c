@@ -179,10 +179,57 @@ struct k2_queue {
 	unsigned int nr;		/* kd->lock; requests on @fifo */
 };
 
-/* Statistics of the lock-free paths, per CPU; summed by debugfs. */
+/*
+ * Statistics of the lock-free paths, per CPU; summed by debugfs and, for
+ * the adaptive bound, by dispatch under kd->lock (k2_adapt_tick()).
+ */
 struct k2_pcpu_stats {
 	u64 completed[K2_NR_QUEUES];	/* counted requests finished */
 	u64 requeued[K2_NR_QUEUES];	/* counted requests requeued */
+	/*
+	 * Real-time device latencies while target_latency_us is set: a
+	 * histogram (k2_lat_bucket()) and its sample count, cumulative and
+	 * wrapping; a window is the difference to k2_adapt.seen.
+	 */
+	u32 lat[K2_LAT_BUCKETS];
+	u32 lat_samples;
+	u64 rt_over_target;	/* of those, above the target then */
+};
+
+/* One change of the adaptive bound, for debugfs adapt_history. */
+struct k2_adapt_rec {
+	u64 ns;			/* ktime_get_ns() */
+	u32 old, new;		/* bound in force before and after */
+	u32 est_us;		/* the window's estimate (0: none) */
+	u32 samples;		/* samples it rests on */
+	u8 reason;		/* enum k2_adapt_reason */
+};
+
+#define K2_ADAPT_HISTORY	32
+/* No real-time request for this long (or 20 targets): max_inflight. */
+#define K2_ADAPT_IDLE_MS	500U
+
+/*
+ * The adaptive bound's state, all under kd->lock, except @in_force, which
+ * is written under it with WRITE_ONCE() and read locklessly
+ * (k2_cur_bound()).
+ */
+struct k2_adapt {
+	u32 bound;		/* the controller's bound, 1..max_inflight */
+	u32 in_force;		/* k2_adapt_in_force() of it */
+	bool idle;		/* no real-time request lately */
+	unsigned long rt_seen;	/* jiffies of the last real-time insert */
+	u64 win_start;		/* ns, when the window began */
+	u64 next_check;		/* ns, when to count its samples again */
+	u64 est_us;		/* the last window's estimate */
+	u32 seen[K2_LAT_BUCKETS];	/* per-CPU sums at the window's start */
+	u32 win[K2_LAT_BUCKETS];	/* scratch: the window's histogram */
+	u32 seen_samples;
+	u32 acc[K2_LAT_BUCKETS];	/* k2_lat_fold() of past windows */
+	u32 base[K2_LAT_BUCKETS];	/* per-CPU sums when the target was set */
+	u64 reasons[K2_ADAPT_NR_REASONS];	/* decisions, by reason */
+	struct k2_adapt_rec history[K2_ADAPT_HISTORY];
+	unsigned int history_next;	/* next slot of @history */
 };
 
 struct k2_data {
@@ -206,6 +253,7 @@ struct k2_data {
 	u64 stall_checks;	/* stalls looked into (k2_check_stall()) */
 	unsigned long be_served;	/* jiffies of the last non-RT dispatch */
 	struct k2_stall stall;
+	struct k2_adapt adapt;
 
 	/* Lock-free state, written from completion context. */
 	atomic_t inflight ____cacheline_aligned_in_smp; /* requests counted */
@@ -223,6 +271,7 @@ struct k2_data {
 	unsigned int max_inflight ____cacheline_aligned_in_smp;
 	unsigned int starvation_ms;
 	unsigned int rt_tags;
+	unsigned int target_us;		/* 0: the fixed bound */
 	unsigned long starvation_jiffies;	/* 0: no promotion */
 };
 
@@ -265,9 +314,10 @@ static void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
 			      unsigned int qidx, bool promoted,
 			      unsigned long now)
 {
+	bool stamp = trace_k2_complete_enabled();
 	u64 ns = 0;
 
-	if (trace_k2_dispatch_enabled() || trace_k2_complete_enabled() ||
+	if (stamp || trace_k2_dispatch_enabled() ||
 	    (promoted && trace_k2_promote_enabled()))
 		ns = ktime_get_ns();
 	if (promoted)
@@ -277,18 +327,41 @@ static void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
 			  ns - rq->start_time_ns : 0,
 			  atomic_read(&kd->inflight),
 			  promoted);
-	k2_rq_set_dispatch_ns(rq, trace_k2_complete_enabled() ? ns : 0);
+	k2_rq_set_dispatch_ns(rq, stamp ? ns : 0);
 }
 
-static void k2_trace_complete(struct request *rq, unsigned int qidx,
-			      u32 inflight)
+/*
+ * A counted request completed, with @left still in flight: its device
+ * time goes to the k2_complete tracepoint and, for a real-time request
+ * while target_latency_us is set, its latency (from its allocation,
+ * rq->start_time_ns, which the core stamps for every request an elevator
+ * sees: its wait for a slot and its device time) to this CPU's latency
+ * histogram.  Lock-free; may run in hard interrupt context.
+ */
+static void k2_complete_latency(struct k2_data *kd, struct request *rq,
+				unsigned int qidx, u32 left)
 {
 	u64 start = k2_rq_dispatch_ns(rq);
+	unsigned int target = READ_ONCE(kd->target_us);
+	u64 lat_ns = 0, now = 0;
 
-	if (!trace_k2_complete_enabled())
-		return;
-	trace_k2_complete(rq, qidx, start ? ktime_get_ns() - start : 0,
-			  inflight);
+	if (start || target)
+		now = ktime_get_ns();
+	if (start)
+		lat_ns = now - start;
+	if (target && qidx < K2_NR_RT_QUEUES && rq->start_time_ns &&
+	    now > rq->start_time_ns) {
+		u64 us = div_u64(now - rq->start_time_ns, NSEC_PER_USEC);
+		unsigned int b = k2_lat_bucket(us);
+
+		/* interrupts may nest: per-CPU operations, not ++ */
+		this_cpu_inc(kd->stats->lat[b]);
+		this_cpu_inc(kd->stats->lat_samples);
+		if (us > target)
+			this_cpu_inc(kd->stats->rt_over_target);
+	}
+	if (trace_k2_complete_enabled())
+		trace_k2_complete(rq, qidx, lat_ns, left);
 }
 
 /*
@@ -466,13 +539,198 @@ static void k2_remove_request(struct k2_data *kd, struct request *rq)
 }
 
 /*
- * The bound in force: max_inflight clamped to the current nr_requests.
- * Both are read locklessly; sysfs stores change them.
+ * The bound in force: max_inflight or, with target_latency_us set, the
+ * adaptive bound in force, clamped to the current nr_requests.  All are
+ * read locklessly; sysfs stores and the controller change them.
  */
 static unsigned int k2_cur_bound(struct k2_data *kd)
 {
+	unsigned int set = READ_ONCE(kd->target_us) ?
+			   READ_ONCE(kd->adapt.in_force) :
+			   READ_ONCE(kd->max_inflight);
+
+	return k2_bound(set, READ_ONCE(kd->q->nr_requests));
+}
+
+/* max_inflight clamped to nr_requests, whatever the adaptive bound is. */
+static unsigned int k2_setting_bound(struct k2_data *kd)
+{
 	return k2_bound(READ_ONCE(kd->max_inflight),
 			READ_ONCE(kd->q->nr_requests));
+}
+
+/* The adaptive bound (target_latency_us; k2-core.h has the controller). */
+
+static const char *const k2_adapt_reason_name[K2_ADAPT_NR_REASONS] = {
+	"hold", "down", "up", "up_fast", "idle", "return",
+};
+
+static unsigned long k2_adapt_idle_jiffies(unsigned int target_us)
+{
+	return msecs_to_jiffies(max(K2_ADAPT_IDLE_MS, target_us / 50));
+}
+
+/* The real-time samples counted on all CPUs, wrapping. */
+static u32 k2_adapt_samples(struct k2_data *kd)
+{
+	u32 n = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		n += READ_ONCE(per_cpu_ptr(kd->stats, cpu)->lat_samples);
+	return n;
+}
+
+/* A new window from now: what the CPUs counted so far is behind it. */
+static void k2_adapt_new_window(struct k2_data *kd, u64 now)
+{
+	struct k2_adapt *a = &kd->adapt;
+	unsigned int b;
+	int cpu;
+
+	lockdep_assert_held(&kd->lock);
+	memset(a->seen, 0, sizeof(a->seen));
+	for_each_possible_cpu(cpu) {
+		struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
+
+		for (b = 0; b < K2_LAT_BUCKETS; b++)
+			a->seen[b] += READ_ONCE(st->lat[b]);
+	}
+	a->seen_samples = k2_adapt_samples(kd);
+	a->win_start = now;
+	a->next_check = now;
+}
+
+/*
+ * Put the controller's decision in force, count it, keep it in the
+ * history and trace it.  Lowering needs nothing more; the callers that
+ * raise the bound are dispatch itself (k2_adapt_tick()) and sysfs stores,
+ * which re-run the queues.
+ */
+static void k2_adapt_apply(struct k2_data *kd, u64 now, u32 est_us,
+			   u32 samples, enum k2_adapt_reason why)
+{
+	struct k2_adapt *a = &kd->adapt;
+	u32 old = a->in_force, new;
+	struct k2_adapt_rec *r;
+
+	lockdep_assert_held(&kd->lock);
+	new = k2_adapt_in_force(a->bound, READ_ONCE(kd->max_inflight),
+				a->idle);
+	WRITE_ONCE(a->in_force, new);
+	a->reasons[why]++;
+	r = &a->history[a->history_next++ % K2_ADAPT_HISTORY];
+	r->ns = now;
+	r->old = old;
+	r->new = new;
+	r->est_us = est_us;
+	r->samples = samples;
+	r->reason = why;
+	trace_k2_adjust(kd->q, old, new, est_us, samples, why);
+}
+
+/*
+ * Called by dispatch (with the target set): go idle when no real-time
+ * request came for a while; otherwise, when the window is complete,
+ * decide the next bound (k2_adapt_decide()).  Counting a window's samples
+ * reads a word per CPU, so it is done at most every quarter target.
+ */
+static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
+{
+	struct k2_adapt *a = &kd->adapt;
+	enum k2_adapt_reason why;
+	u64 now, total, est;
+	unsigned int b;
+	u32 n;
+	int cpu;
+
+	lockdep_assert_held(&kd->lock);
+	if (a->idle)
+		return;
+	if (!(kd->nonempty & K2_RT_QUEUES_MASK) &&
+	    time_after(jiffies, a->rt_seen + k2_adapt_idle_jiffies(target))) {
+		a->idle = true;
+		k2_adapt_apply(kd, ktime_get_ns(), 0, 0, K2_ADAPT_IDLE);
+		return;
+	}
+	now = ktime_get_ns();
+	if (now < a->next_check)
+		return;
+	n = k2_adapt_samples(kd) - a->seen_samples;
+	if (!k2_adapt_window_done(now - a->win_start, n, target)) {
+		a->next_check = now + max_t(u64, (u64)target * 250,
+					    NSEC_PER_MSEC);
+		return;
+	}
+	memset(a->win, 0, sizeof(a->win));
+	for_each_possible_cpu(cpu) {
+		struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
+
+		for (b = 0; b < K2_LAT_BUCKETS; b++)
+			a->win[b] += READ_ONCE(st->lat[b]);
+	}
+	for (b = 0; b < K2_LAT_BUCKETS; b++) {
+		u32 cur = a->win[b];
+
+		a->win[b] = cur - a->seen[b];
+		a->seen[b] = cur;
+	}
+	a->seen_samples += n;
+	a->win_start = now;
+	a->next_check = now;
+	total = k2_lat_fold(a->acc, a->win);
+	est = k2_lat_percentile(a->acc, total, K2_ADAPT_PERMILLE);
+	a->est_us = est;
+	why = k2_adapt_decide(a->bound, READ_ONCE(kd->max_inflight), est,
+			      target, &a->bound);
+	if (why == K2_ADAPT_DOWN)
+		memset(a->acc, 0, sizeof(a->acc));
+	k2_adapt_apply(kd, now, min_t(u64, est, U32_MAX),
+		       min_t(u64, total, U32_MAX), why);
+}
+
+/*
+ * A real-time request arrived (insert, with the target set): after an
+ * idle spell the controller's bound is back in force at once, and a new
+ * window starts.  Requests the bound let in meanwhile are still in the
+ * device: the real-time requests that complete behind them can miss the
+ * target (debugfs adapt: rt_over_target).
+ */
+static void k2_adapt_rt_seen(struct k2_data *kd)
+{
+	struct k2_adapt *a = &kd->adapt;
+	u64 now;
+
+	lockdep_assert_held(&kd->lock);
+	a->rt_seen = jiffies;
+	if (!a->idle)
+		return;
+	now = ktime_get_ns();
+	a->idle = false;
+	k2_adapt_new_window(kd, now);
+	k2_adapt_apply(kd, now, 0, 0, K2_ADAPT_RETURN);
+}
+
+/*
+ * Start (or restart, for a new target) the controller: from bound 1,
+ * which meets any target a bound can meet, with nothing measured yet.
+ */
+static void k2_adapt_reset(struct k2_data *kd)
+{
+	struct k2_adapt *a = &kd->adapt;
+	u64 now = ktime_get_ns();
+
+	lockdep_assert_held(&kd->lock);
+	a->bound = 1;
+	a->idle = false;
+	a->rt_seen = jiffies;
+	a->est_us = 0;
+	memset(a->acc, 0, sizeof(a->acc));
+	k2_adapt_new_window(kd, now);
+	memcpy(a->base, a->seen, sizeof(a->base));
+	WRITE_ONCE(a->in_force, k2_adapt_in_force(a->bound,
+						  READ_ONCE(kd->max_inflight),
+						  a->idle));
 }
 
 /*
@@ -515,6 +773,8 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 		k2_kick_throttled(kd);
 	}
 	k2_rq_set_state(rq, state);
+	if (idx < K2_NR_RT_QUEUES && READ_ONCE(kd->target_us))
+		k2_adapt_rt_seen(kd);
 
 	/*
 	 * If @rq merges into a queued request it lands on @free, which the
@@ -588,7 +848,7 @@ static struct request *__k2_dispatch_request(struct k2_data *kd)
 	unsigned long now = jiffies;
 	unsigned long be_wait = 0;
 	unsigned int nonempty = kd->nonempty;
-	unsigned int bound;
+	unsigned int bound, target;
 	struct request *rq;
 	bool promoted;
 	u32 count;
@@ -599,6 +859,9 @@ static struct request *__k2_dispatch_request(struct k2_data *kd)
 	if (!nonempty)
 		return NULL;
 
+	target = READ_ONCE(kd->target_us);
+	if (target)
+		k2_adapt_tick(kd, target);
 	bound = k2_cur_bound(kd);
 	if (nonempty & (1U << K2_BE_QUEUE)) {
 		rq = list_first_entry(&kd->queues[K2_BE_QUEUE].fifo,
@@ -753,7 +1016,7 @@ static void k2_finish_request(struct request *rq)
 	if (!k2_uncount(kd, rq, &left))
 		return;
 	this_cpu_inc(kd->stats->completed[idx]);
-	k2_trace_complete(rq, idx, left);
+	k2_complete_latency(kd, rq, idx, left);
 	k2_kick_throttled(kd);
 }
 
@@ -969,7 +1232,9 @@ static ssize_t k2_##name##_show(struct elevator_queue *e, char *page)	\
 	return sysfs_emit(page, "%u\n", (unsigned int)(expr));		\
 }
 
-K2_SHOW_UINT(max_inflight, k2_cur_bound(kd));
+K2_SHOW_UINT(max_inflight, k2_setting_bound(kd));
+K2_SHOW_UINT(target_latency_us, READ_ONCE(kd->target_us));
+K2_SHOW_UINT(effective_inflight, k2_cur_bound(kd));
 K2_SHOW_UINT(starvation_ms, READ_ONCE(kd->starvation_ms));
 K2_SHOW_UINT(rt_tags,
 	     k2_rt_tags(READ_ONCE(kd->rt_tags), READ_ONCE(kd->q->nr_requests)));
@@ -990,7 +1255,36 @@ static ssize_t k2_max_inflight_store(struct elevator_queue *e,
 
 	if (iosched_parse_uint(page, count, 1, max, &val))
 		return -EINVAL;
+	spin_lock(&kd->lock);
 	WRITE_ONCE(kd->max_inflight, val);
+	if (kd->target_us) {
+		kd->adapt.bound = min(kd->adapt.bound, val);
+		WRITE_ONCE(kd->adapt.in_force,
+			   k2_adapt_in_force(kd->adapt.bound, val,
+					     kd->adapt.idle));
+	}
+	spin_unlock(&kd->lock);
+	blk_mq_run_hw_queues(kd->q, true);
+	return count;
+}
+
+/*
+ * 0 (the fixed bound) .. K2_MAX_TARGET_US.  Setting a target (or another
+ * one) starts the controller afresh from bound 1 (k2_adapt_reset()).
+ */
+static ssize_t k2_target_latency_us_store(struct elevator_queue *e,
+					  const char *page, size_t count)
+{
+	struct k2_data *kd = e->elevator_data;
+	unsigned int val;
+
+	if (iosched_parse_uint(page, count, 0, K2_MAX_TARGET_US, &val))
+		return -EINVAL;
+	spin_lock(&kd->lock);
+	if (val)
+		k2_adapt_reset(kd);
+	WRITE_ONCE(kd->target_us, val);
+	spin_unlock(&kd->lock);
 	blk_mq_run_hw_queues(kd->q, true);
 	return count;
 }
@@ -1033,6 +1327,8 @@ static struct elv_fs_entry k2_attrs[] = {
 	K2_ATTR(max_inflight),
 	K2_ATTR(starvation_ms),
 	K2_ATTR(rt_tags),
+	K2_ATTR(target_latency_us),
+	K2_ATTR_RO(effective_inflight),
 	K2_ATTR_RO(inflight),
 	__ATTR_NULL
 };
@@ -1294,6 +1590,113 @@ static int k2_dbg_recovery_causes_show(void *data, struct seq_file *m)
 	return 0;
 }
 
+/* The adaptive bound's state and counts, "name value" per line. */
+static int k2_dbg_adapt_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	struct k2_adapt *a = &kd->adapt;
+	u64 reasons[K2_ADAPT_NR_REASONS], over = 0;
+	u32 bound, in_force, samples, window;
+	unsigned int i;
+	u64 est;
+	bool idle;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		over += per_cpu_ptr(kd->stats, cpu)->rt_over_target;
+	spin_lock(&kd->lock);
+	bound = a->bound;
+	in_force = a->in_force;
+	idle = a->idle;
+	est = a->est_us;
+	samples = k2_adapt_samples(kd);
+	window = samples - a->seen_samples;
+	memcpy(reasons, a->reasons, sizeof(reasons));
+	spin_unlock(&kd->lock);
+
+	seq_printf(m, "target_us %u\nbound %u\nin_force %u\nidle %d\n",
+		   READ_ONCE(kd->target_us), bound, in_force, idle);
+	seq_printf(m, "estimate_us %llu\nwindow_samples %u\nsamples %u\n",
+		   est, window, samples);
+	seq_printf(m, "rt_over_target %llu\n", over);
+	for (i = 0; i < K2_ADAPT_NR_REASONS; i++)
+		seq_printf(m, "%s %llu\n", k2_adapt_reason_name[i], reasons[i]);
+	return 0;
+}
+
+/*
+ * The real-time latencies K2 measured since the target was set, as the
+ * controller sees them (from the histogram, so within about 6 %):
+ * "samples N" and "p50_us", "p99_us", "p999_us", "max_us".
+ */
+static int k2_dbg_adapt_latency_show(void *data, struct seq_file *m)
+{
+	static const unsigned int permille[] = { 500, 990, 999, 1000 };
+	static const char *const name[] = { "p50_us", "p99_us", "p999_us",
+					    "max_us" };
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	u64 total = 0;
+	unsigned int b, i;
+	u32 *h;
+	int cpu;
+
+	h = kcalloc(K2_LAT_BUCKETS, sizeof(*h), GFP_KERNEL);
+	if (!h)
+		return -ENOMEM;
+	spin_lock(&kd->lock);
+	for_each_possible_cpu(cpu) {
+		struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
+
+		for (b = 0; b < K2_LAT_BUCKETS; b++)
+			h[b] += READ_ONCE(st->lat[b]);
+	}
+	for (b = 0; b < K2_LAT_BUCKETS; b++) {
+		h[b] -= kd->adapt.base[b];
+		total += h[b];
+	}
+	spin_unlock(&kd->lock);
+
+	seq_printf(m, "samples %llu\n", total);
+	for (i = 0; i < ARRAY_SIZE(permille); i++)
+		seq_printf(m, "%s %llu\n", name[i],
+			   k2_lat_percentile(h, total, permille[i]));
+	kfree(h);
+	return 0;
+}
+
+/*
+ * The controller's last K2_ADAPT_HISTORY decisions, oldest first:
+ * "<ns> <reason> <old> <new> <estimate_us> <samples>".
+ */
+static int k2_dbg_adapt_history_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+	struct k2_adapt_rec *h;
+	unsigned int i, n, next;
+
+	h = kmalloc_array(K2_ADAPT_HISTORY, sizeof(*h), GFP_KERNEL);
+	if (!h)
+		return -ENOMEM;
+	spin_lock(&kd->lock);
+	memcpy(h, kd->adapt.history, K2_ADAPT_HISTORY * sizeof(*h));
+	next = kd->adapt.history_next;
+	spin_unlock(&kd->lock);
+
+	n = min_t(unsigned int, next, K2_ADAPT_HISTORY);
+	for (i = next - n; i != next; i++) {
+		const struct k2_adapt_rec *r = &h[i % K2_ADAPT_HISTORY];
+
+		seq_printf(m, "%llu %s %u %u %u %u\n", r->ns,
+			   k2_adapt_reason_name[r->reason], r->old, r->new,
+			   r->est_us, r->samples);
+	}
+	kfree(h);
+	return 0;
+}
+
 #define K2_QUEUE_LIST_ATTR(name)					\
 	{#name "_list", 0400, .seq_ops = &k2_##name##_seq_ops}
 
@@ -1311,6 +1714,9 @@ static const struct blk_mq_debugfs_attr k2_queue_debugfs_attrs[] = {
 	{"lose_slots", 0600, k2_dbg_lose_slots_show, k2_dbg_lose_slots_write},
 	{"recoveries", 0400, k2_dbg_recoveries_show},
 	{"recovery_causes", 0400, k2_dbg_recovery_causes_show},
+	{"adapt", 0400, k2_dbg_adapt_show},
+	{"adapt_history", 0400, k2_dbg_adapt_history_show},
+	{"adapt_latency", 0400, k2_dbg_adapt_latency_show},
 	K2_QUEUE_LIST_ATTR(rt0),
 	K2_QUEUE_LIST_ATTR(rt1),
 	K2_QUEUE_LIST_ATTR(rt2),

@@ -362,6 +362,101 @@ def plot(bd: Breakdown, trace: Trace, system: str, outdir: Path) -> list[Path]:
     return outs
 
 
+# -- k2: the adaptive bound (target_latency_us) --------------------------------------------
+
+# k2_adjust's reason: ftrace prints the name, a CTF trace carries the number
+ADAPT_REASONS = ("hold", "down", "up", "up_fast", "idle", "return")
+
+
+@dataclass
+class Adjust:
+    ts_ns: int
+    old: int
+    new: int
+    est_us: int
+    reason: str
+
+
+def adjustments(trace: Trace, system: str = "k2") -> list[Adjust]:
+    """The adaptive bound's decisions (k2_adjust), in time order."""
+    out = []
+    for e in sorted(trace.events, key=lambda e: e.ts_ns):
+        if e.name != f"{system}_adjust":
+            continue
+        r = e.fields.get("reason", "")
+        reason = ADAPT_REASONS[r] if isinstance(r, int) and 0 <= r < len(ADAPT_REASONS) \
+            else str(r)
+        out.append(Adjust(e.ts_ns, int(e.fields["old"]), int(e.fields["new"]),
+                          int(e.fields["est_us"]), reason))
+    return out
+
+
+def _rt(bd: Breakdown) -> list[Request]:
+    return sorted((r for r in bd.requests if 0 <= r.queue < 8), key=lambda r: r.complete_ns)
+
+
+def adaptive_markdown(trace: Trace, bd: Breakdown) -> str:
+    """The adaptive bound's decisions and the bound in force over the trace,
+    beside the real-time latencies; empty without k2_adjust events."""
+    adj = adjustments(trace)
+    if not adj:
+        return ""
+    counts: dict[str, int] = defaultdict(int)
+    for a in adj:
+        counts[a.reason] += 1
+    bounds = [a.new for a in adj]
+    lines = ["## Adaptive bound (k2_adjust)", "",
+             f"Decisions: {len(adj)} (" + ", ".join(f"{k} {counts[k]}" for k in ADAPT_REASONS
+                                                    if counts[k]) + "); "
+             f"bound in force from {adj[0].old} to {bounds[-1]}, between {min(bounds)} and "
+             f"{max(bounds)}."]
+    rt = _rt(bd)
+    if rt:
+        tot = sorted(r.total_ns for r in rt)
+        lines.append(f"Real-time requests: {len(rt)}, latency (insert to completion) p50 "
+                     f"{percentile(tot, 50) / 1e6:.3f} ms, p99.9 "
+                     f"{percentile(tot, 99.9) / 1e6:.3f} ms.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def adaptive_plot(trace: Trace, bd: Breakdown, outdir: Path, system: str = "k2") -> list[Path]:
+    """The bound in force over time above the real-time latencies and the
+    controller's estimates; nothing without k2_adjust events."""
+    adj = adjustments(trace, system)
+    if not adj:
+        return []
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rt = _rt(bd)
+    t0 = min([adj[0].ts_ns] + [r.insert_ns for r in rt])
+    fig, (top, bot) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    xs = [(adj[0].ts_ns - t0) / 1e9] + [(a.ts_ns - t0) / 1e9 for a in adj]
+    top.step(xs, [adj[0].old] + [a.new for a in adj], where="post", label="bound in force")
+    top.set_ylabel("requests")
+    top.legend(loc="upper right")
+    top.grid(True, alpha=0.3)
+    if rt:
+        bot.scatter([(r.complete_ns - t0) / 1e9 for r in rt], [r.total_ns / 1e6 for r in rt],
+                    s=3, alpha=0.5, label="real-time latency (insert to completion)")
+    est = [a for a in adj if a.est_us]
+    if est:
+        bot.scatter([(a.ts_ns - t0) / 1e9 for a in est], [a.est_us / 1e3 for a in est],
+                    s=12, marker="x", color="red", label="controller's p99.9 estimate")
+    bot.set_xlabel("time (s)")
+    bot.set_ylabel("ms")
+    bot.legend(loc="upper right")
+    bot.grid(True, alpha=0.3)
+    fig.suptitle(f"{system}: adaptive bound and real-time latency")
+    fig.tight_layout()
+    p = outdir / f"{system}-adaptive.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return [p]
+
+
 # -- flashfq: each task's share of the device -------------------------------------------
 #
 # Service is counted in charge, not device_ns: a dispatched request's charge

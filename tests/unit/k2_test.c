@@ -497,6 +497,279 @@ TEST(accounting_model_stays_exact)
 	CHECK_EQ(count, 0);
 }
 
+/* The adaptive bound (target_latency_us) */
+
+TEST(latency_buckets_are_ordered_and_within_an_eighth)
+{
+	unsigned int b, prev = 0;
+	u64 us;
+
+	for (us = 0; us < 20000000; us += us < 64 ? 1 : us / 7) {
+		b = k2_lat_bucket(us);
+		CHECK(b < K2_LAT_BUCKETS);
+		CHECK(b >= prev);
+		prev = b;
+		if (b == K2_LAT_BUCKETS - 1)
+			continue;
+		/* the value stands for @us within 1/16 (half a bucket) */
+		CHECK(k2_lat_value(b) * 16 <= us * 17 + 16);
+		CHECK(k2_lat_value(b) * 16 + 16 >= us * 15);
+		CHECK_EQ(k2_lat_bucket(k2_lat_value(b)), b);
+	}
+	CHECK_EQ(k2_lat_bucket(U64_MAX), K2_LAT_BUCKETS - 1);
+	CHECK_EQ(k2_lat_bucket(0), 0);
+	CHECK_EQ(k2_lat_bucket(7), 7);
+	CHECK_EQ(k2_lat_value(k2_lat_bucket(1000)), 992);	/* 960..1023 */
+	/* the target range is inside the histogram */
+	CHECK(k2_lat_bucket(K2_MAX_TARGET_US) < K2_LAT_BUCKETS - 1);
+}
+
+TEST(latency_percentile_counts_from_the_top)
+{
+	u32 hist[K2_LAT_BUCKETS] = { 0 };
+	unsigned int i;
+
+	CHECK_EQ(k2_lat_percentile(hist, 0, K2_ADAPT_PERMILLE), 0);
+	/* 998 samples at 100 us, one at 1 ms, one at 10 ms */
+	hist[k2_lat_bucket(100)] = 998;
+	hist[k2_lat_bucket(1000)] = 1;
+	hist[k2_lat_bucket(10000)] = 1;
+	/* 1000 samples: one lies above the 99.9th percentile */
+	CHECK_EQ(k2_lat_bucket(k2_lat_percentile(hist, 1000, 999)),
+		 k2_lat_bucket(1000));
+	/* the maximum, then the median */
+	CHECK_EQ(k2_lat_bucket(k2_lat_percentile(hist, 1000, 1000)),
+		 k2_lat_bucket(10000));
+	CHECK_EQ(k2_lat_bucket(k2_lat_percentile(hist, 1000, 500)),
+		 k2_lat_bucket(100));
+	/* fewer than 1000 samples: the 99.9th is their maximum */
+	for (i = 0; i < K2_LAT_BUCKETS; i++)
+		hist[i] = 0;
+	hist[k2_lat_bucket(100)] = 150;
+	hist[k2_lat_bucket(700)] = 1;
+	CHECK_EQ(k2_lat_bucket(k2_lat_percentile(hist, 151, 999)),
+		 k2_lat_bucket(700));
+}
+
+TEST(latency_fold_halves_the_past)
+{
+	u32 acc[K2_LAT_BUCKETS] = { 0 }, win[K2_LAT_BUCKETS] = { 0 };
+
+	win[3] = 100;
+	CHECK_EQ(k2_lat_fold(acc, win), 100);
+	win[3] = 0;
+	win[5] = 10;
+	CHECK_EQ(k2_lat_fold(acc, win), 60);
+	CHECK_EQ(acc[3], 50);
+	CHECK_EQ(acc[5], 10);
+	win[5] = 0;
+	CHECK_EQ(k2_lat_fold(acc, win), 30);
+}
+
+TEST(adapt_window_needs_samples_and_twice_the_target)
+{
+	CHECK(!k2_adapt_window_done(1000000000ULL, K2_ADAPT_MIN_SAMPLES - 1,
+				    1000));
+	CHECK(!k2_adapt_window_done(1999999, K2_ADAPT_MIN_SAMPLES, 1000));
+	CHECK(k2_adapt_window_done(2000000, K2_ADAPT_MIN_SAMPLES, 1000));
+	/* the largest target does not overflow */
+	CHECK(!k2_adapt_window_done(2000ULL * K2_MAX_TARGET_US - 1, 1000,
+				    K2_MAX_TARGET_US));
+}
+
+TEST(adapt_steps)
+{
+	u32 next;
+
+	/* far above: at most halved */
+	CHECK_EQ(k2_adapt_decide(32, 64, 10000, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(next, 16);
+	/* in proportion to the overshoot: 32 * 1000 / 1250 = 25 */
+	CHECK_EQ(k2_adapt_decide(32, 64, 1250, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(next, 25);
+	/* barely above: still at least one less */
+	CHECK_EQ(k2_adapt_decide(32, 64, 1001, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(next, 31);
+	/* never below one */
+	CHECK_EQ(k2_adapt_decide(1, 64, 5000, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(next, 1);
+	/* the dead band holds */
+	CHECK_EQ(k2_adapt_decide(8, 64, 1000, 1000, &next), K2_ADAPT_HOLD);
+	CHECK_EQ(next, 8);
+	CHECK_EQ(k2_adapt_decide(8, 64, 751, 1000, &next), K2_ADAPT_HOLD);
+	CHECK_EQ(next, 8);
+	/* below 3/4: one more; below half: a quarter more */
+	CHECK_EQ(k2_adapt_decide(8, 64, 750, 1000, &next), K2_ADAPT_UP);
+	CHECK_EQ(next, 9);
+	CHECK_EQ(k2_adapt_decide(8, 64, 499, 1000, &next), K2_ADAPT_UP_FAST);
+	CHECK_EQ(next, 10);
+	CHECK_EQ(k2_adapt_decide(2, 64, 10, 1000, &next), K2_ADAPT_UP_FAST);
+	CHECK_EQ(next, 3);
+	/* never above max_inflight, also when it was lowered */
+	CHECK_EQ(k2_adapt_decide(64, 64, 10, 1000, &next), K2_ADAPT_UP_FAST);
+	CHECK_EQ(next, 64);
+	CHECK_EQ(k2_adapt_decide(64, 16, 800, 1000, &next), K2_ADAPT_HOLD);
+	CHECK_EQ(next, 16);
+	CHECK_EQ(k2_adapt_decide(64, 16, 2000, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(next, 8);
+}
+
+TEST(adapt_in_force)
+{
+	CHECK_EQ(k2_adapt_in_force(4, 32, false), 4);
+	CHECK_EQ(k2_adapt_in_force(4, 32, true), 32);
+	CHECK_EQ(k2_adapt_in_force(40, 32, false), 32);
+	CHECK_EQ(k2_adapt_in_force(0, 32, false), 1);
+}
+
+/*
+ * A simulated device for the controller: NR_DIES dies of SVC_US per read;
+ * a real-time read finds each of the other requests in flight on its die
+ * with probability load / NR_DIES, and waits for those ahead of it, with
+ * up to 25 % noise on every service.  Background work keeps the bound
+ * full.
+ */
+#define NR_DIES		8
+#define SVC_US		100
+#define TARGET_US	600
+
+static u64 sim_state = 88172645463325252ULL;
+
+static u32 sim_rand(void)	/* xorshift64 */
+{
+	sim_state ^= sim_state << 13;
+	sim_state ^= sim_state >> 7;
+	sim_state ^= sim_state << 17;
+	return sim_state >> 32;
+}
+
+static u64 sim_latency(u32 bound, unsigned int load_pct)
+{
+	u64 us = 0;
+	u32 i, ahead = 1;
+
+	for (i = 1; i < bound; i++)
+		ahead += sim_rand() % (100 * NR_DIES) < load_pct;
+	for (i = 0; i < ahead; i++)
+		us += SVC_US + SVC_US * (sim_rand() % 1000) / 4000;
+	return us;
+}
+
+/* The true 99.9th percentile at @bound: 20000 samples. */
+static u64 sim_p999(u32 bound, unsigned int load_pct)
+{
+	u32 hist[K2_LAT_BUCKETS] = { 0 };
+	unsigned int i;
+
+	for (i = 0; i < 20000; i++)
+		hist[k2_lat_bucket(sim_latency(bound, load_pct))]++;
+	return k2_lat_percentile(hist, 20000, 999);
+}
+
+/* The largest bound whose true 99.9th percentile meets the target. */
+static u32 sim_best_bound(unsigned int load_pct, u32 max)
+{
+	u32 b = 1;
+
+	while (b < max && sim_p999(b + 1, load_pct) <= TARGET_US)
+		b++;
+	return b;
+}
+
+struct sim_run {
+	u32 bound;
+	u32 acc[K2_LAT_BUCKETS];
+};
+
+/* One window as the glue runs it; returns the estimate. */
+static u64 sim_window(struct sim_run *r, unsigned int load_pct, u32 max,
+		      u32 *all)
+{
+	u32 win[K2_LAT_BUCKETS] = { 0 };
+	unsigned int i;
+	u64 lat, est, total;
+
+	for (i = 0; i < K2_ADAPT_MIN_SAMPLES; i++) {
+		lat = sim_latency(r->bound, load_pct);
+		win[k2_lat_bucket(lat)]++;
+		if (all)
+			all[k2_lat_bucket(lat)]++;
+	}
+	total = k2_lat_fold(r->acc, win);
+	est = k2_lat_percentile(r->acc, total, K2_ADAPT_PERMILLE);
+	if (k2_adapt_decide(r->bound, max, est, TARGET_US, &r->bound) ==
+	    K2_ADAPT_DOWN)
+		memset(r->acc, 0, sizeof(r->acc));
+	return est;
+}
+
+/*
+ * From bound 1 the controller reaches the bound that meets the target and
+ * stays near it: over 200 settled windows the bound stays within a band
+ * of the best fixed bound (half of it to two above), and the 99.9th
+ * percentile of all their samples is within 20 % of the target.
+ */
+TEST(adapt_converges_and_stays_in_band)
+{
+	struct sim_run r = { .bound = 1 };
+	u32 all[K2_LAT_BUCKETS] = { 0 };
+	u32 best = sim_best_bound(100, 64), lo = 64, hi = 1;
+	u64 total = 0, p;
+	unsigned int w, settled = 0;
+
+	CHECK(best > 2 && best < 32);	/* a plant worth controlling */
+	for (w = 0; w < 40 && r.bound < best; w++)
+		sim_window(&r, 100, 64, NULL);
+	CHECK(w < 40);
+	for (w = 0; w < 200; w++) {
+		sim_window(&r, 100, 64, all);
+		total += K2_ADAPT_MIN_SAMPLES;
+		if (r.bound < lo)
+			lo = r.bound;
+		if (r.bound > hi)
+			hi = r.bound;
+		settled++;
+	}
+	p = k2_lat_percentile(all, total, 999);
+	printf("adapt: best fixed bound %u; settled bounds %u..%u; "
+	       "p99.9 %llu us for a target of %u us\n", best, lo, hi,
+	       (unsigned long long)p, TARGET_US);
+	CHECK(lo * 2 >= best);
+	CHECK(hi <= best + 2);
+	CHECK(p * 10 <= TARGET_US * 12);
+	CHECK(settled == 200);
+}
+
+/*
+ * A step in background load (a quarter of the device, then all of it,
+ * then a quarter again): the bound falls within a few windows of the rise
+ * and climbs back after the fall.
+ */
+TEST(adapt_follows_a_step_in_load)
+{
+	struct sim_run r = { .bound = 1 };
+	u32 light = sim_best_bound(25, 64), heavy = sim_best_bound(100, 64);
+	unsigned int w;
+
+	CHECK(light > heavy + 4);
+	for (w = 0; w < 100; w++)
+		sim_window(&r, 25, 64, NULL);
+	CHECK(r.bound * 2 >= light && r.bound <= light + 2);
+	for (w = 0; w < 8 && r.bound > heavy + 2; w++)
+		sim_window(&r, 100, 64, NULL);
+	printf("adapt: load step up: bound %u after %u windows (best %u)\n",
+	       r.bound, w, heavy);
+	CHECK(r.bound <= heavy + 2);
+	for (w = 0; w < 100; w++)
+		sim_window(&r, 100, 64, NULL);
+	CHECK(r.bound * 2 >= heavy && r.bound <= heavy + 2);
+	for (w = 0; w < 60 && r.bound * 2 < light; w++)
+		sim_window(&r, 25, 64, NULL);
+	printf("adapt: load step down: bound %u after %u windows (best %u)\n",
+	       r.bound, w, light);
+	CHECK(r.bound * 2 >= light);
+}
+
 UNIT_MAIN(
 	UNIT(rt_levels_map_to_their_own_queue),
 	UNIT(rt_levels_0_and_7_differ_public_k2_bug),
@@ -518,5 +791,13 @@ UNIT_MAIN(
 	UNIT(stall_recovers_only_lost_slots),
 	UNIT(stall_detected_only_without_progress),
 	UNIT(request_state_queue_index),
-	UNIT(accounting_model_stays_exact)
+	UNIT(accounting_model_stays_exact),
+	UNIT(latency_buckets_are_ordered_and_within_an_eighth),
+	UNIT(latency_percentile_counts_from_the_top),
+	UNIT(latency_fold_halves_the_past),
+	UNIT(adapt_window_needs_samples_and_twice_the_target),
+	UNIT(adapt_steps),
+	UNIT(adapt_in_force),
+	UNIT(adapt_converges_and_stays_in_band),
+	UNIT(adapt_follows_a_step_in_load)
 )

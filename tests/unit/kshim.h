@@ -28,6 +28,12 @@ typedef int64_t s64;
 #define U64_MAX		((u64)~0ULL)
 #endif
 
+/* include/asm-generic/bitops/fls64.h: last set bit, 1-based; 0 for 0 */
+static inline int fls64(u64 x)
+{
+	return x ? 64 - __builtin_clzll(x) : 0;
+}
+
 /*
  * I/O priorities, as include/uapi/linux/ioprio.h of Linux 6.12 defines them
  * (6.1.192 has the same values).  Copied rather than included because the

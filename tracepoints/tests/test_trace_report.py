@@ -80,3 +80,30 @@ def test_perf_script_format_reads_the_same() -> None:
     ftrace = report.breakdown(report.read_trace(DATA, "k2"), "k2")
     assert [r.total_ns for r in perf.requests] == [r.total_ns for r in ftrace.requests]
     assert perf.decisions == ftrace.decisions
+
+
+def test_adaptive_bound_report(tmp_path: Path) -> None:
+    """k2_adjust events (ftrace prints the reason by name, CTF by number):
+    the decisions, the bound in force and a plot of it above the RT
+    latencies."""
+    adj = ("            fio-257     [001] d..1.     {t}: k2_adjust: 259,1 old={o} new={n} "
+           "est_us={e} samples=100 reason={r}\n")
+    text = DATA.read_text() + "".join(adj.format(t=t, o=o, n=n, e=e, r=r) for t, o, n, e, r in (
+        ("5.560000", 32, 1, 0, "return"), ("5.570000", 1, 2, 900, "up_fast"),
+        ("5.580000", 2, 1, 4000, "down"), ("5.590000", 1, 1, 2500, 0)))
+    trace_file = tmp_path / "trace.txt"
+    trace_file.write_text(text)
+    trace = report.read_trace(trace_file, "k2")
+    adj_events = report.adjustments(trace)
+    assert [(a.old, a.new, a.reason) for a in adj_events] == [
+        (32, 1, "return"), (1, 2, "up_fast"), (2, 1, "down"), (1, 1, "hold")]
+    bd = report.breakdown(trace, "k2")
+    md = report.adaptive_markdown(trace, bd)
+    assert "Decisions: 4 (hold 1, down 1, up_fast 1, return 1)" in md
+    assert "from 32 to 1, between 1 and 2" in md and "Real-time requests: 3" in md
+    pngs = report.adaptive_plot(trace, bd, tmp_path)
+    assert [p.name for p in pngs] == ["k2-adaptive.png"] and pngs[0].stat().st_size > 5000
+    # without the events, nothing
+    plain = report.read_trace(DATA, "k2")
+    assert report.adaptive_markdown(plain, bd) == ""
+    assert report.adaptive_plot(plain, bd, tmp_path / "none") == []

@@ -262,6 +262,47 @@ TRACE_EVENT(k2_promote,
 		  (unsigned long long)__entry->waited_ns)
 );
 
+/*
+ * The adaptive bound (target_latency_us) changed, or the controller
+ * decided to hold it: the bound in force before and after, the window's
+ * estimate of the real-time 99.9th percentile (us; 0 when the change
+ * rests on no window: idle, return), the samples it rests on, and why
+ * (enum k2_adapt_reason: 0 hold, 1 down, 2 up, 3 up_fast, 4 idle,
+ * 5 return).
+ */
+TRACE_EVENT(k2_adjust,
+
+	TP_PROTO(struct request_queue *q, unsigned int old, unsigned int new,
+		 unsigned int est_us, unsigned int samples, unsigned int reason),
+
+	TP_ARGS(q, old, new, est_us, samples, reason),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(unsigned int,	old)
+		__field(unsigned int,	new)
+		__field(unsigned int,	est_us)
+		__field(unsigned int,	samples)
+		__field(unsigned int,	reason)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(q->disk);
+		__entry->old = old;
+		__entry->new = new;
+		__entry->est_us = est_us;
+		__entry->samples = samples;
+		__entry->reason = reason;
+	),
+
+	TP_printk("%d,%d old=%u new=%u est_us=%u samples=%u reason=%s",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->old,
+		  __entry->new, __entry->est_us, __entry->samples,
+		  __print_symbolic(__entry->reason, { 0, "hold" },
+				   { 1, "down" }, { 2, "up" }, { 3, "up_fast" },
+				   { 4, "idle" }, { 5, "return" }))
+);
+
 #endif /* _TRACE_K2_H */
 
 /* This part must be outside protection */

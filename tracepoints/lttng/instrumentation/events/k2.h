@@ -193,6 +193,24 @@ LTTNG_TRACEPOINT_EVENT_CODE(k2_promote,
 	TP_code_post()
 )
 
+/* The adaptive bound changed or held (reason: enum k2_adapt_reason). */
+LTTNG_TRACEPOINT_EVENT(k2_adjust,
+
+	TP_PROTO(struct request_queue *q, unsigned int old, unsigned int new,
+		 unsigned int est_us, unsigned int samples, unsigned int reason),
+
+	TP_ARGS(q, old, new, est_us, samples, reason),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(q->disk))
+		ctf_integer(unsigned int, old, old)
+		ctf_integer(unsigned int, new, new)
+		ctf_integer(unsigned int, est_us, est_us)
+		ctf_integer(unsigned int, samples, samples)
+		ctf_integer(unsigned int, reason, reason)
+	)
+)
+
 #endif /* LTTNG_TRACE_K2_H */
 
 #include <lttng/define_trace.h>
