@@ -16,6 +16,15 @@ requests than there are scheduler tags (4 at iodepth nr_requests), so that
 without a reserve the real-time job sleeps in tag allocation behind them;
 the RT p99.9 under none, k2 with rt_tags=0 and k2 with its default reserve,
 against k2 beside the light load above, at one bound (default 1).
+
+With --targets-us, the adaptive bound (k2's target_latency_us) beside the
+fixed ones: a row per target, and whether it lies on or beyond the
+fixed-bound latency/bandwidth frontier (no fixed bound has both a lower RT
+p99.9 and a higher bandwidth).  With --changing-load, a run whose
+background load changes halfway (--be-jobs x --be-iodepth, then
+--changing-be-jobs x --be-iodepth), at every fixed bound and at the first
+target: the RT p99.9 and the bandwidth of each half, and which of them meet
+the target in both halves.
 """
 from __future__ import annotations
 
@@ -60,27 +69,57 @@ def csv(kind: type, choices: Any = None) -> Any:
 # ---------------------------------------------------------------------------
 # jobs
 
+def _jobs(names: list[tuple[str, bool]], op: str, region: int, thinktime_us: int,
+          be_iodepth: int, cpus: int | None, extra: dict[str, jobs.Value] | None = None
+          ) -> list[jobs.Job]:
+    """The suite's jobs: (name, real-time?) each; a real-time job is
+    synchronous with a think time, the others asynchronous at @be_iodepth;
+    sequential jobs each stream through their own @region of the device;
+    job i pinned to CPU i mod @cpus; @extra options for all."""
+    out = []
+    for i, (name, rt) in enumerate(names):
+        o: dict[str, jobs.Value] = (
+            {"ioengine": "psync", "iodepth": 1, "thinktime": thinktime_us,
+             "prioclass": 1, "prio": 0} if rt else
+            {"iodepth": be_iodepth, "prioclass": 2, "prio": 4})
+        o.update(extra or {})
+        if not op.startswith("rand"):
+            if region < (1 << 20):
+                raise ValueError(f"device too small for {len(names)} sequential regions")
+            o.update({"offset": f"{region * i >> 20}M", "size": f"{region >> 20}M"})
+        if cpus:
+            o["cpus_allowed"] = i % cpus
+        out.append(jobs.Job(name, o))
+    return out
+
+
 def jobfile(dev: str, size_bytes: int, op: str, runtime: float, ramp: float, ioengine: str,
             thinktime_us: int, be_jobs: int, be_iodepth: int, cpus: int | None,
             comment: str = "") -> str:
     g = jobs.common(dev, runtime, ramp, ioengine)
     g.update({"bs": "4k", "rw": op})
-    names = [RT] + [f"be{i + 1}" for i in range(be_jobs)]
+    names = [(RT, True)] + [(f"be{i + 1}", False) for i in range(be_jobs)]
     region = (size_bytes // len(names)) >> 20 << 20
+    return jobs.render(g, _jobs(names, op, region, thinktime_us, be_iodepth, cpus), comment)
+
+
+def changing_jobfile(dev: str, size_bytes: int, op: str, runtime: float, ramp: float,
+                     ioengine: str, thinktime_us: int, be_jobs: tuple[int, int],
+                     be_iodepth: int, cpus: int | None, comment: str = "") -> str:
+    """The RT job and @be_jobs[0] best-effort jobs for the first half of
+    @runtime, then another RT job and @be_jobs[1] best-effort jobs for the
+    second (startdelay): each half's figures are its own jobs'.  Jobs are
+    named rt1/rt2 and be1-<i>/be2-<i>."""
+    half = runtime / 2
+    g = jobs.common(dev, half, ramp, ioengine)
+    g.update({"bs": "4k", "rw": op})
+    region = (size_bytes // (1 + max(be_jobs))) >> 20 << 20
     out = []
-    for i, name in enumerate(names):
-        o: dict[str, jobs.Value] = (
-            {"ioengine": "psync", "iodepth": 1, "thinktime": thinktime_us,
-             "prioclass": 1, "prio": 0} if name == RT else
-            {"iodepth": be_iodepth, "prioclass": 2, "prio": 4})
-        if not op.startswith("rand"):
-            if region < (1 << 20):
-                raise ValueError(f"device too small for {len(names)} sequential regions")
-            # sequential jobs each stream through their own region
-            o.update({"offset": f"{region * i >> 20}M", "size": f"{region >> 20}M"})
-        if cpus:
-            o["cpus_allowed"] = i % cpus
-        out.append(jobs.Job(name, o))
+    for h in (1, 2):
+        names = [(f"{RT}{h}", True)] + [(f"be{h}-{i + 1}", False)
+                                        for i in range(be_jobs[h - 1])]
+        out += _jobs(names, op, region, thinktime_us, be_iodepth, cpus,
+                     {"startdelay": f"{half + ramp:g}s"} if h == 2 else None)
     return jobs.render(g, out, comment)
 
 
@@ -130,6 +169,12 @@ def select(none: Point, points: list[Point], alpha: float, beta: float) -> Selec
     bw_ok = [p.bound for p in points if p.bw_kib >= beta / 100.0 * none.bw_kib]
     return Selection(o1=max(lat_ok) if lat_ok else None, o2=min(bw_ok) if bw_ok else None,
                      both=sorted(set(lat_ok) & set(bw_ok)))
+
+
+def dominating(pt: Point, fixed: list[Point]) -> list[int]:
+    """The fixed bounds with both a lower RT p99.9 and a higher bandwidth
+    than @pt: none means @pt lies on or beyond their frontier."""
+    return [p.bound for p in fixed if p.p999_us < pt.p999_us and p.bw_kib > pt.bw_kib]
 
 
 def _ranks(v: list[float]) -> list[float]:
@@ -197,10 +242,45 @@ def collect(res: Results) -> dict[str, dict[str, dict[int, list[dict[str, float]
     out: dict[str, dict[str, dict[int, list[dict[str, float]]]]] = {}
     for r in res.runs:
         lb = r.labels
-        if "pressure" in lb:
+        if "pressure" in lb or "target_us" in lb or "changing" in lb:
             continue
         out.setdefault(lb["occupancy"], {}).setdefault(lb["op"], {}).setdefault(
             bound_label(lb["bound"]), []).append(run_metrics(r))
+    return out
+
+
+def collect_adaptive(res: Results) -> dict[str, dict[str, dict[int, list[dict[str, float]]]]]:
+    """occupancy -> op -> target (us) -> per-run metrics of the adaptive rows."""
+    out: dict[str, dict[str, dict[int, list[dict[str, float]]]]] = {}
+    for r in res.runs:
+        lb = r.labels
+        if "target_us" not in lb or "changing" in lb:
+            continue
+        out.setdefault(lb["occupancy"], {}).setdefault(lb["op"], {}).setdefault(
+            int(lb["target_us"]), []).append(run_metrics(r))
+    return out
+
+
+def half_metrics(r: Run) -> dict[str, float]:
+    """A changing-load run: each half's RT p99.9 and total bandwidth."""
+    out = {}
+    for h in (1, 2):
+        names = [j for j in r.jobs() if j == f"{RT}{h}" or j.startswith(f"be{h}-")]
+        out[f"p999_us_{h}"] = fio.percentile(r.job(f"{RT}{h}"), P)
+        out[f"bw_kib_{h}"] = sum(r.job(j).bw_kib for j in names)
+    return out
+
+
+def collect_changing(res: Results) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """op -> configuration ("k2-<bound>" or "adaptive-<target>") -> per-run
+    metrics of the changing-load runs."""
+    out: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for r in res.runs:
+        lb = r.labels
+        if "changing" not in lb:
+            continue
+        key = (f"adaptive-{lb['target_us']}" if "target_us" in lb else f"k2-{lb['bound']}")
+        out.setdefault(lb["op"], {}).setdefault(key, []).append(half_metrics(r))
     return out
 
 
@@ -309,6 +389,15 @@ class K2Suite(Suite):
                             "scheduler tags of a hardware queue)")
         p.add_argument("--pressure-bound", type=int, default=1,
                        help="tag pressure: k2 max_inflight (default 1)")
+        p.add_argument("--targets-us", type=csv(int), default=[],
+                       help="adaptive rows: k2 target_latency_us values, each run with "
+                            "max_inflight the largest bound (default: none)")
+        p.add_argument("--changing-load", type=csv(str, [*OPS, "off"]), default=["off"],
+                       help="operation types of the changing-load run (needs --targets-us; "
+                            "default: off)")
+        p.add_argument("--changing-be-jobs", type=int, default=3,
+                       help="changing load: best-effort jobs in the second half "
+                            "(default 3; the first half has 1)")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -340,9 +429,22 @@ class K2Suite(Suite):
                         "none" if b == "none" else "k2", text, rt + ramp,
                         tunables=() if b == "none" else (("max_inflight", b),),
                         labels=(("occupancy", occ), ("op", op), ("bound", b)))])
+                for t in a.targets_us:
+                    text = jobfile(ctx.device.path, ctx.device.size_bytes, op, rt, ramp,
+                                   a.ioengine, a.thinktime_us, a.be_jobs, a.be_iodepth, cpus,
+                                   comment=f"k2 suite: {OPS[op]}, {OCCUPANCIES[occ]}, k2 "
+                                           f"target_latency_us={t} max_inflight={max(bounds)}")
+                    blocks.append([Config(
+                        f"{occ}/{op}/k2-adaptive-{t}", "k2", text, rt + ramp,
+                        tunables=(("max_inflight", max(bounds)), ("target_latency_us", t)),
+                        labels=(("occupancy", occ), ("op", op), ("bound", "adaptive"),
+                                ("target_us", t)))])
                 phases.append(Phase(f"{occ}/{op}", blocks,
                                     None if occ == "asis" else occupier(full),
                                     f"{OCCUPANCIES[occ]}, {OPS[op]}", settle=prep.settle))
+        changing = [op for op in a.changing_load if op != "off"]
+        if changing:
+            phases += self._changing_phases(ctx, changing, depth, cpus, notes)
         pressure = [op for op in a.tag_pressure if op != "off"]
         if pressure:
             phases += self._pressure_phases(ctx, pressure, a.occupancy[0], depth, notes)
@@ -355,7 +457,51 @@ class K2Suite(Suite):
                                     "tag_pressure": pressure,
                                     "pressure_be_jobs": a.pressure_be_jobs,
                                     "pressure_iodepth": a.pressure_iodepth or depth,
-                                    "pressure_bound": a.pressure_bound})
+                                    "pressure_bound": a.pressure_bound,
+                                    "targets_us": a.targets_us, "changing_load": changing,
+                                    "changing_be_jobs": a.changing_be_jobs})
+
+    def _changing_phases(self, ctx: RunContext, ops: list[str], depth: int, cpus: int | None,
+                         notes: list[str]) -> list[Phase]:
+        """The changing-load run: per operation type, every fixed bound and
+        the first target, with 1 best-effort job in the first half and
+        --changing-be-jobs in the second, on the device as the first
+        occupancy leaves it."""
+        a = ctx.args
+        if not a.targets_us:
+            raise ValueError("--changing-load needs --targets-us (the target to keep)")
+        if a.changing_be_jobs < 1:
+            raise ValueError("--changing-be-jobs must be at least 1")
+        runtime, ramp = ctx.params["runtime"] * 2, ctx.params["ramp"]
+        bounds, bnotes = clamp_bounds(a.bounds, depth, ctx.dev)
+        notes += [n for n in bnotes if n not in notes]
+        target, occ = a.targets_us[0], a.occupancy[0]
+        phases = []
+        for op in ops:
+            blocks = []
+            for b in [*bounds, "adaptive"]:
+                what = (f"k2 target_latency_us={target} max_inflight={max(bounds)}"
+                        if b == "adaptive" else f"k2 max_inflight={b}")
+                text = changing_jobfile(ctx.device.path, ctx.device.size_bytes, op, runtime,
+                                        ramp, a.ioengine, a.thinktime_us,
+                                        (1, a.changing_be_jobs), a.be_iodepth, cpus,
+                                        comment=f"k2 suite, changing load: {OPS[op]}, {what}")
+                tun: tuple[tuple[str, Any], ...] = (
+                    (("max_inflight", max(bounds)), ("target_latency_us", target))
+                    if b == "adaptive" else (("max_inflight", b),))
+                lbl: tuple[tuple[str, Any], ...] = (
+                    ("changing", f"1x{a.be_iodepth}->{a.changing_be_jobs}x{a.be_iodepth}"),
+                    ("op", op), ("bound", b))
+                if b == "adaptive":
+                    lbl += (("target_us", target),)
+                name = f"adaptive-{target}" if b == "adaptive" else f"k2-{b}"
+                blocks.append([Config(f"changing/{op}/{name}", "k2", text, runtime + 2 * ramp,
+                                      tunables=tun, labels=lbl)])
+            phases.append(Phase(f"changing/{op}", blocks,
+                                None if occ == "asis" else occupier(occ == "full"),
+                                f"changing load, {OPS[op]}, {OCCUPANCIES[occ]}",
+                                settle=prep.settle))
+        return phases
 
     def _pressure_phases(self, ctx: RunContext, ops: list[str], occ: str, depth: int,
                          notes: list[str]) -> list[Phase]:
@@ -408,6 +554,7 @@ class K2Suite(Suite):
 
     def report(self, res: Results, plots: Path) -> SuiteReport:
         data = collect(res)
+        adaptive = collect_adaptive(res)
         tables: list[str] = []
         out: list[str] = []
         summary: dict[str, Any] = {}
@@ -425,19 +572,25 @@ class K2Suite(Suite):
                                               "each run" if per_op else "") + ".\n")
             for op in ordered(data[occ], OPS):
                 by_bound = data[occ][op]
-                sec, summ, finding, tab = self._op_section(occ, op, by_bound, plots)
+                adapt = adaptive.get(occ, {}).get(op, {})
+                sec, summ, finding, tab = self._op_section(occ, op, by_bound, plots, adapt)
                 out.append(sec)
                 tables.append(f"\n{OPS.get(op, op).capitalize()}, {occ}:\n\n{tab}")
                 summary.setdefault(occ, {})[op] = summ
-                if finding:
-                    findings.append(finding)
+                findings += [f for f in finding.split("\n") if f]
+        # the sections after the sweeps: (summary key, section)
+        extra: list[tuple[str, tuple[str, dict[str, Any], list[str], list[str]]]] = []
+        changing = collect_changing(res)
+        if changing:
+            extra.append(("changing_load", self._changing_section(res, changing, plots)))
         pressure = collect_pressure(res)
         if pressure:
-            sec, summ, pfind, tabs = self._pressure_section(res, pressure, plots)
+            extra.append(("tag_pressure", self._pressure_section(res, pressure, plots)))
+        for key, (sec, summ, more, tabs) in extra:
             out.append(sec)
             tables += tabs
-            summary["tag_pressure"] = summ
-            findings += pfind
+            summary[key] = summ
+            findings += more
         alpha, beta = 50.0, 80.0
         sel = ("\n## Objective selection (α = 50 %, β = 80 %)\n\n"
                "O1 is the largest bound whose RT p99.9 latency is at most α of none's; O2 "
@@ -455,7 +608,11 @@ class K2Suite(Suite):
                            lines + "\n" + "".join(tables))
 
     def _op_section(self, occ: str, op: str, by_bound: dict[int, list[dict[str, float]]],
-                    plots: Path) -> tuple[str, dict[str, Any], str, str]:
+                    plots: Path, adaptive: dict[int, list[dict[str, float]]] | None = None
+                    ) -> tuple[str, dict[str, Any], str, str]:
+        """One operation type and occupancy: a row per bound (and per
+        adaptive target), the trend finding and, with adaptive rows, whether
+        each lies on the fixed bounds' frontier (findings one per line)."""
         none = by_bound.get(0)
         ref = {k: summarize(m[k] for m in none) for k in ("p999_us", "bw_kib")} if none else {}
         rows = []
@@ -476,6 +633,24 @@ class K2Suite(Suite):
             else:
                 summ["bounds"][str(b)] = entry
         none_pt, pts = points(by_bound)
+        adaptive = adaptive or {}
+        apts: list[tuple[int, Point]] = []
+        for t in sorted(adaptive):
+            ms = adaptive[t]
+            s = {k: summarize(m[k] for m in ms)
+                 for k in ("p999_us", "p99_us", "rt_mean_us", "rt_iops", "rt_ios", "bw_kib")}
+            rows.append([f"k2 adaptive, target {t / 1000:g} ms", s["p999_us"].fmt(1e-3, 2),
+                         f"{s['p999_us'].mean / ref['p999_us'].mean:.2f}×" if ref else "–",
+                         s["rt_mean_us"].fmt(1e-3, 2), f"{s['rt_ios'].mean:.0f}",
+                         s["bw_kib"].fmt(1 / 1024, 1),
+                         f"{s['bw_kib'].mean / ref['bw_kib'].mean:.2f}×" if ref else "–",
+                         s["p999_us"].n])
+            pt = Point(0, s["p999_us"].mean, s["bw_kib"].mean)
+            apts.append((t, pt))
+            dom = dominating(pt, pts)
+            summ.setdefault("adaptive", {})[str(t)] = {
+                **{k: v.as_dict() for k, v in s.items()}, "dominated_by": dom,
+                "on_frontier": not dom}
         finding = ""
         def mean_ms(b: int) -> float:
             return summarize(m["rt_mean_us"] for m in by_bound[b]).mean / 1000
@@ -495,12 +670,126 @@ class K2Suite(Suite):
                        + f"; bandwidth at bound {lo.bound}: "
                        + (f"{lo.bw_kib / none_pt.bw_kib:.0%} of none's)" if none_pt else
                           f"{lo.bw_kib / 1024:.1f} MiB/s)"))
+        for t, pt in apts:
+            dom = summ["adaptive"][str(t)]["dominated_by"]
+            finding += (f"\n{OPS.get(op, op)}, {occ}: k2 adaptive, target {t / 1000:g} ms: RT "
+                        f"p99.9 {pt.p999_us / 1000:.2f} ms, {pt.bw_kib / 1024:.1f} MiB/s; on or "
+                        "beyond the fixed bounds' frontier: "
+                        + ("**yes**" if not dom else
+                           "**no** (bound " + ", ".join(map(str, dom)) + " has both a lower "
+                           "RT p99.9 and a higher bandwidth)"))
         png = self._plot(occ, op, by_bound, plots)
         tab = table(["scheduler, bound", "RT p99.9 (ms)", "vs none", "RT mean (ms)",
                      "RT I/Os", "total MiB/s", "vs none", "runs"], rows)
         sec = (f"\n### {OPS.get(op, op).capitalize()} ({occ})\n\n" + tab
                + f"\n![{op} {occ}]({png})\n")
+        if apts:
+            fpng = self._frontier_plot(occ, op, by_bound, apts, plots)
+            sec += f"\n![{op} {occ} frontier]({fpng})\n"
         return sec, summ, finding, tab
+
+    def _frontier_plot(self, occ: str, op: str, by_bound: dict[int, list[dict[str, float]]],
+                       apts: list[tuple[int, Point]], plots: Path) -> str:
+        """RT p99.9 against bandwidth: the fixed bounds as a line, none, and
+        each adaptive target as a star."""
+        none, pts = points(by_bound)
+        fig, ax = figure(1, 1, width=6.0, height=4.0)
+        a = ax[0][0]
+        a.plot([p.bw_kib / 1024 for p in pts], [p.p999_us / 1000 for p in pts], marker="o",
+               label="k2, fixed bound")
+        for p in pts:
+            a.annotate(str(p.bound), (p.bw_kib / 1024, p.p999_us / 1000), fontsize=7,
+                       xytext=(3, 3), textcoords="offset points")
+        if none:
+            a.scatter([none.bw_kib / 1024], [none.p999_us / 1000], color="tab:red",
+                      marker="s", label="none")
+        for i, (t, p) in enumerate(apts):
+            a.scatter([p.bw_kib / 1024], [p.p999_us / 1000], marker="*", s=140,
+                      color=f"C{2 + i}", zorder=3, label=f"k2 adaptive, target {t / 1000:g} ms")
+        a.set_yscale("log")
+        a.set_xlabel("total bandwidth (MiB/s)")
+        a.set_ylabel("RT p99.9 latency (ms)")
+        a.set_title(f"{OPS.get(op, op)}, {occ}: latency/bandwidth frontier", fontsize=9)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+        return save(fig, plots / f"k2-{occ}-{op}-frontier.png")
+
+    def _changing_section(self, res: Results, data: dict[str, dict[str, list[dict[str, float]]]],
+                          plots: Path) -> tuple[str, dict[str, Any], list[str], list[str]]:
+        """The changing-load run: each configuration's RT p99.9 and bandwidth
+        per half against the target; which meet it in both halves."""
+        params = res.manifest.get("params", {})
+        target = (params.get("targets_us") or [0])[0]
+        light = f"1x{params.get('be_iodepth', 32)}"
+        heavy = f"{params.get('changing_be_jobs', 3)}x{params.get('be_iodepth', 32)}"
+        out = [f"\n## Changing load (target {target / 1000:g} ms)\n\nThe RT job beside "
+               f"{light} best-effort requests (jobs x iodepth) in the first half of the run "
+               f"and {heavy} in the second; each half's figures are its own jobs'. 'meets' "
+               "means the mean RT p99.9 of both halves is at most the target.\n"]
+        tables, findings = [], []
+        summary: dict[str, Any] = {}
+        for op in ordered(data, OPS):
+            confs = data[op]
+
+            def order_key(k: str) -> tuple[int, int]:
+                kind, _, v = k.partition("-")
+                return (kind == "adaptive", int(v) if v.isdigit() else 0)
+            rows, names = [], []
+            sums: list[list[dict[str, float]]] = []
+            for k in sorted(confs, key=order_key):
+                ms = confs[k]
+                sm = {f: summarize(m[f] for m in ms)
+                      for f in ("p999_us_1", "p999_us_2", "bw_kib_1", "bw_kib_2")}
+                meets = max(sm["p999_us_1"].mean, sm["p999_us_2"].mean) <= target
+                bw = (sm["bw_kib_1"].mean + sm["bw_kib_2"].mean) / 2
+                name = (f"k2 adaptive, target {target / 1000:g} ms" if k.startswith("adaptive")
+                        else f"k2, {k.split('-', 1)[1]}")
+                rows.append([name, sm["p999_us_1"].fmt(1e-3, 2), sm["p999_us_2"].fmt(1e-3, 2),
+                             sm["bw_kib_1"].fmt(1 / 1024, 1), sm["bw_kib_2"].fmt(1 / 1024, 1),
+                             "yes" if meets else "no", sm["p999_us_1"].n])
+                summary.setdefault(op, {})[k] = {**{f: v.as_dict() for f, v in sm.items()},
+                                                 "meets": meets, "bw_kib_mean": bw}
+                names.append(name.replace("k2 adaptive, target ", "adaptive\n"))
+                sums.append(ms)
+            ad = next((v for k, v in summary.get(op, {}).items() if k.startswith("adaptive")),
+                      None)
+            fixed_ok = {k: v for k, v in summary.get(op, {}).items()
+                        if k.startswith("k2-") and v["meets"]}
+            if ad is not None:
+                best = max(fixed_ok.items(), key=lambda kv: kv[1]["bw_kib_mean"], default=None)
+                beaten = best is None or best[1]["bw_kib_mean"] < ad["bw_kib_mean"]
+                findings.append(
+                    f"changing load, {OPS.get(op, op)}: k2 adaptive meets the target in both "
+                    f"halves: **{'yes' if ad['meets'] else 'no'}** "
+                    f"({ad['bw_kib_mean'] / 1024:.1f} MiB/s); fixed bounds that do: "
+                    + (", ".join(k.split("-", 1)[1] for k in fixed_ok) or "none")
+                    + (f", the best of them {best[0].split('-', 1)[1]} at "
+                       f"{best[1]['bw_kib_mean'] / 1024:.1f} MiB/s" if best else "")
+                    + "; no single fixed bound does so with adaptive's bandwidth: "
+                    + f"**{'yes' if ad['meets'] and beaten else 'no'}**")
+            tab = table(["configuration", "RT p99.9, 1st half (ms)", "RT p99.9, 2nd half (ms)",
+                         "MiB/s, 1st half", "MiB/s, 2nd half", "meets", "runs"], rows)
+            fig, ax = figure(2, 1, width=9.0, height=3.4)
+
+            def series(key: str, scale: float) -> list[tuple[str, list[Any]]]:
+                return [(f"{which} half", [summarize(m[f"{key}_{h}"] * scale for m in ms)
+                                           for ms in sums])
+                        for h, which in ((1, "1st"), (2, "2nd"))]
+            grouped_bars(ax[0][0], names, series("p999_us", 1e-3))
+            ax[0][0].axhline(target / 1000, color="tab:red", ls="--", label="target")
+            ax[0][0].set_ylabel("RT p99.9 latency (ms)")
+            ax[0][0].set_yscale("log")
+            grouped_bars(ax[0][1], names, series("bw_kib", 1 / 1024))
+            ax[0][1].set_ylabel("total bandwidth (MiB/s)")
+            for a in ax[0]:
+                a.tick_params(axis="x", labelsize=7)
+                a.grid(alpha=0.3, axis="y")
+                a.legend(fontsize=7)
+            png = save(fig, plots / f"k2-changing-{op}.png")
+            out.append(f"\n### {OPS.get(op, op).capitalize()}\n\n{tab}\n![changing load "
+                       f"{op}]({png})\n")
+            tables.append(f"\nChanging load, {OPS.get(op, op)}:\n\n{tab}")
+        return "".join(out), summary, findings, tables
 
     def _pressure_section(self, res: Results,
                           data: dict[str, dict[tuple[str, str, str], list[dict[str, float]]]],

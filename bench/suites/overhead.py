@@ -30,7 +30,16 @@ and CARS's to fifo-ref (the goal: at least 0.90).
 With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
 recorded into an ftrace ring buffer during those runs) is measured the same
 way, and the report gives K2 traced / K2 untraced: what enabled tracepoints
-cost per request."""
+cost per request.
+
+With --k2-target-us N, a pseudo-scheduler k2-adaptive: k2 with the same
+bound and target_latency_us=N, its block's jobs real-time (prioclass 1),
+so that every completion goes through the adaptive bound's measurement and
+every dispatch through its controller; the report gives its ratio to
+fifo-ref's (the goal: at least 0.95) and to k2's.  N must be well above
+null_blk's latency, or the bound falls and measures the device, not the
+cost: 5000 (5 ms) lets the controller climb from bound 1 to the queue depth
+within the ramp."""
 from __future__ import annotations
 
 import argparse
@@ -56,15 +65,17 @@ NULL_BLK: dict[str, int | str] = {
     "hw_queue_depth": 256, "nr_devices": 1, "gb": 16, "bs": 4096, "memory_backed": 0}
 SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq", "cars"]
 TRACED = "k2+trace"              # k2 with its events recorded (--traced)
-ORDER = SCHEDS + [TRACED]
+ADAPTIVE = "k2-adaptive"         # k2 with target_latency_us set (--k2-target-us)
+ORDER = SCHEDS + [ADAPTIVE, TRACED]
 #: scheduler -> (the references it is compared with: a minimum for its
 #: ratio over theirs, with ">" when it must be strictly above)
 COMPARE: dict[str, list[tuple[str, float | None, str]]] = {
     "k2": [("fifo-ref", None, ""), ("mq-deadline", None, "")],
     "flashfq": [("fifo-ref", 0.90, "≥"), ("bfq", 1.0, ">")],
     "cars": [("fifo-ref", 0.90, "≥")],
+    ADAPTIVE: [("fifo-ref", 0.95, "≥"), ("k2", None, "")],
 }
-NAMES = {"k2": "K2", "flashfq": "FlashFQ", "cars": "CARS"}
+NAMES = {"k2": "K2", "flashfq": "FlashFQ", "cars": "CARS", ADAPTIVE: "K2 adaptive"}
 #: flashfq's dispatch depth tunable's largest value
 FLASHFQ_MAX_DEPTH = 256
 
@@ -143,6 +154,9 @@ class Overhead(Suite):
                        help=f"also measure {TRACED}: k2 with its trace events (system k2) "
                             "recorded into an ftrace ring buffer during those runs; the "
                             "report gives K2 traced / K2 untraced")
+        p.add_argument("--k2-target-us", type=int, default=0,
+                       help=f"also measure {ADAPTIVE}: k2 with target_latency_us set to this "
+                            "(us), its block's jobs real-time (default 0: not measured)")
         p.add_argument("--allow-null-blk", action="store_true",
                        help="on this machine: allow loading (and afterwards unloading) "
                             "the null_blk module for /dev/nullb0")
@@ -210,16 +224,29 @@ class Overhead(Suite):
             measured.append((TRACED, "k2"))
             notes.append(f"{TRACED}: k2 with every k2 event recorded into an ftrace ring "
                          "buffer (overwritten when full, not saved) during its runs")
+        if a.k2_target_us:
+            if "k2" not in scheds:
+                raise ValueError(f"--k2-target-us needs k2 among the schedulers, and k2 is "
+                                 f"{'not available' if 'k2' in a.schedulers else 'not chosen'}")
+            if a.k2_target_us < 0:
+                raise ValueError("--k2-target-us must be positive")
+            measured.append((ADAPTIVE, "k2"))
+            notes.append(f"{ADAPTIVE}: k2 with target_latency_us={a.k2_target_us}; every job "
+                         "of its blocks (none's runs too) real-time, prioclass 1")
         blocks = []
         for nj in a.jobs:
             g = jobs.common(ctx.device.path, runtime, ramp, a.ioengine)
             g.update({"rw": "randread", "bs": "4k", "iodepth": a.iodepth})
-            js = [jobs.Job(f"j{i}", {"cpus_allowed": i % cpus} if cpus else {})
-                  for i in range(nj)]
             for x, elv in measured:
+                rt: dict[str, jobs.Value] = ({"prioclass": 1, "prio": 0} if x == ADAPTIVE
+                                             else {})
+                js = [jobs.Job(f"j{i}", {**({"cpus_allowed": i % cpus} if cpus else {}), **rt})
+                      for i in range(nj)]
                 tun: tuple[tuple[str, str | int | float], ...] = ()
                 if elv == "k2":
                     tun = (("max_inflight", int(ctx.sched_info["k2"]["nr_requests"])),)
+                    if x == ADAPTIVE:
+                        tun += (("target_latency_us", a.k2_target_us),)
                 elif elv == "flashfq":
                     tun = (("depth", min(FLASHFQ_MAX_DEPTH,
                                          int(ctx.sched_info["flashfq"]["nr_requests"]))),
@@ -243,7 +270,7 @@ class Overhead(Suite):
                 blocks.append(block)
         return Plan([Phase("null_blk", blocks)], notes,
                     {"jobs": a.jobs, "iodepth": a.iodepth,
-                     "schedulers": [x for x, _ in measured]})
+                     "schedulers": [x for x, _ in measured], "k2_target_us": a.k2_target_us})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         from bench import fio

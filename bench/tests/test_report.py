@@ -238,3 +238,57 @@ def test_demo_index_and_its_rewrite(tmp_path: Path) -> None:
     (top / "report.md").unlink()
     assert main(["report", str(top)]) == 0
     assert (top / "report.md").read_text() == text
+
+
+def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
+    """Adaptive rows (the fixture's bound-8 runs relabelled as a 5 ms target)
+    and a changing-load run (a bound-1 run's jobs renamed to each half's):
+    the table rows, the frontier finding and plot, the changing-load table,
+    finding and plot."""
+    folder = copy("k2", tmp_path)
+    m = json.loads((folder / "manifest.json").read_text())
+    runs = m["runs"]
+    extra = []
+    for r in runs:
+        lb = r["labels"]
+        if lb.get("occupancy") == "empty" and lb.get("op") == "randread" and lb["bound"] == 8:
+            a = json.loads(json.dumps(r))
+            a["key"] = "empty/randread/k2-adaptive-5000"
+            a["labels"] = {**lb, "bound": "adaptive", "target_us": 5000}
+            extra.append(a)
+    one = next(r for r in runs if r["labels"].get("occupancy") == "empty"
+               and r["labels"].get("op") == "randread" and r["labels"]["bound"] == 1)
+    raw = json.loads((folder / one["json"]).read_text())
+    names = {"rt": "rt1", "be1": "be1-1", "be2": "rt2", "be3": "be2-1"}
+    for j in raw["jobs"]:
+        j["jobname"] = names.get(j["jobname"], j["jobname"])
+    (folder / "runs" / "900-changing.json").write_text(json.dumps(raw))
+    for key, lb in (("changing/randread/k2-1", {"bound": 1}),
+                    ("changing/randread/adaptive-5000", {"bound": "adaptive",
+                                                         "target_us": 5000})):
+        c = json.loads(json.dumps(one))
+        c.update(key=key, json="runs/900-changing.json",
+                 labels={"changing": "1x32->3x32", "op": "randread", **lb})
+        extra.append(c)
+    m["runs"] = runs + extra
+    m["params"]["targets_us"] = [5000]
+    (folder / "manifest.json").write_text(json.dumps(m))
+
+    text = report.write(folder).read_text()
+    assert "| k2 adaptive, target 5 ms |" in text
+    assert "random read, empty: k2 adaptive, target 5 ms: RT p99.9" in text
+    # on the throttled device bound 8 gains no bandwidth: bound 1 beats it
+    assert "frontier: **no** (bound 1 has both a lower RT p99.9" in text
+    assert "k2-empty-randread-frontier.png" in text
+    assert "## Changing load (target 5 ms)" in text
+    assert "changing load, random read: k2 adaptive meets the target in both halves" in text
+    for png in ("k2-empty-randread-frontier.png", "k2-changing-randread.png"):
+        assert is_png(folder / "plots" / png)
+    s = json.loads((folder / "summary.json").read_text())["k2"]
+    ad = s["empty"]["randread"]["adaptive"]["5000"]
+    assert ad["on_frontier"] is False and ad["dominated_by"] == [1]
+    ch = s["changing_load"]["randread"]
+    assert set(ch) == {"k2-1", "adaptive-5000"}
+    # the fixed-bound analysis never sees the adaptive or changing runs
+    data = k2suite.collect(results.load(folder))
+    assert sorted(data["empty"]["randread"]) == [0, 1, 8, 64]

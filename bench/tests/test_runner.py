@@ -267,6 +267,32 @@ def test_overhead_plan_is_none_x_x_none_blocks() -> None:
     assert "[j0]" in two.jobfile and "[j1]" in two.jobfile
 
 
+def test_overhead_k2_adaptive_block_is_real_time() -> None:
+    """--k2-target-us adds a k2-adaptive block: k2 with the bound and the
+    target, and every job of its block real-time, none's runs too; the
+    other blocks stay best effort.  Without k2 it is an error."""
+    t = FakeTarget(nr_requests=256)
+    ctx = context(t, ["run", "overhead", "--short", "--jobs", "2", "--schedulers",
+                      "fifo-ref,k2", "--k2-target-us", "5000"])
+    ctx.sched_info = {"fifo-ref": {"nr_requests": 256}, "k2": {"nr_requests": 256}}
+    plan = get("overhead").plan(ctx)
+    blocks = {b[0].label("pair"): b for b in plan.phases[0].blocks}
+    assert set(blocks) == {"fifo-ref", "k2", "k2-adaptive"}
+    ad = blocks["k2-adaptive"]
+    assert [c.scheduler for c in ad] == ["none", "k2", "k2", "none"]
+    assert ad[1].tunables == (("max_inflight", 256), ("target_latency_us", 5000))
+    for c in ad:
+        o = jobs.parse_options(c.jobfile)
+        assert o["j0"]["prioclass"] == "1" and o["j1"]["prioclass"] == "1"
+    assert "prioclass" not in blocks["k2"][1].jobfile
+    assert plan.params["k2_target_us"] == 5000
+    with pytest.raises(ValueError, match="needs k2"):
+        bad = context(t, ["run", "overhead", "--short", "--schedulers", "fifo-ref",
+                          "--k2-target-us", "5000"])
+        bad.sched_info = {"fifo-ref": {"nr_requests": 256}}
+        get("overhead").plan(bad)
+
+
 def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     """The overhead suite's VM runs a host thread per vCPU (2 jobs at once);
     with --traced the bed's choice (trace events patch kernel text); the
@@ -275,3 +301,38 @@ def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     assert ov.vm_tcg_thread(parse(["run", "overhead", "--vm"])) == "multi"
     assert ov.vm_tcg_thread(parse(["run", "overhead", "--vm", "--traced"])) == ""
     assert get("k2").vm_tcg_thread(parse(["run", "k2", "--vm"])) == ""
+
+
+def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
+    """--targets-us adds a k2 row per target (max_inflight the largest
+    bound, then the target) to each sweep; --changing-load adds a phase with
+    every fixed bound and the first target, whose jobs change halfway."""
+    t = FakeTarget(nr_requests=64)
+    ctx = context(t, ["run", "k2", "--device", "fake0", "--short", "--bounds", "1,8",
+                      "--ops", "randread", "--occupancy", "asis", "--tag-pressure", "off",
+                      "--targets-us", "5000,20000", "--changing-load", "randread",
+                      "--changing-be-jobs", "2"])
+    plan = get("k2").plan(ctx)
+    assert [ph.name for ph in plan.phases] == ["asis/randread", "changing/randread"]
+    keys = [c.key for b in plan.phases[0].blocks for c in b]
+    assert keys == ["asis/randread/none", "asis/randread/k2-1", "asis/randread/k2-8",
+                    "asis/randread/k2-adaptive-5000", "asis/randread/k2-adaptive-20000"]
+    ad = plan.phases[0].blocks[3][0]
+    assert ad.scheduler == "k2"
+    assert ad.tunables == (("max_inflight", 8), ("target_latency_us", 5000))
+    assert ad.label("target_us") == 5000 and ad.label("bound") == "adaptive"
+    ch = [c for b in plan.phases[1].blocks for c in b]
+    assert [c.key for c in ch] == ["changing/randread/k2-1", "changing/randread/k2-8",
+                                   "changing/randread/adaptive-5000"]
+    assert ch[-1].tunables == (("max_inflight", 8), ("target_latency_us", 5000))
+    o = jobs.parse_options(ch[0].jobfile)
+    assert list(o)[1:] == ["rt1", "be1-1", "rt2", "be2-1", "be2-2"]
+    # each half runs for the suite's run time; the second starts after the first
+    assert o["global"]["runtime"] == "1s"
+    assert "startdelay" not in o["rt1"] and o["rt2"]["startdelay"] == "1s"
+    assert o["rt2"]["prioclass"] == "1" and o["be2-2"]["prioclass"] == "2"
+    assert plan.params["targets_us"] == [5000, 20000]
+
+    with pytest.raises(ValueError, match="needs --targets-us"):
+        get("k2").plan(context(t, ["run", "k2", "--device", "fake0", "--short",
+                                   "--changing-load", "randread"]))

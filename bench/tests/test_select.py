@@ -57,3 +57,14 @@ def test_trend_verdict_needs_separated_ranges_with_repetitions() -> None:
     assert trend_verdict(pts, [5_000], [9_000]) == "yes"      # one run each: the means
     assert trend_verdict(list(reversed([Point(1, 9_000, 1), Point(64, 5_000, 1)])),
                          [9_000], [5_000]) == "no"
+
+
+def test_adaptive_point_against_the_frontier() -> None:
+    """An adaptive point is on or beyond the fixed bounds' frontier unless
+    some fixed bound has both a lower RT p99.9 and a higher bandwidth."""
+    from bench.suites.k2 import dominating
+    fixed = [Point(1, 10_000, 50), Point(4, 30_000, 80), Point(16, 90_000, 100)]
+    assert dominating(Point(0, 25_000, 70), fixed) == []      # between 1 and 4
+    assert dominating(Point(0, 30_000, 80), fixed) == []      # as good as bound 4
+    assert dominating(Point(0, 40_000, 70), fixed) == [4]     # 4 beats it on both
+    assert dominating(Point(0, 95_000, 40), fixed) == [1, 4, 16]
