@@ -268,9 +268,12 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  *    requests in the device), by at least one and at most to half, and
  *    the histogram is cleared: what was measured at the old bound says
  *    nothing about the new one;
- *  - below half the target: it rises by a quarter (at least one), which,
- *    latency being at most linear in the bound, stays below 5/8 of the
+ *  - below a quarter of the target: it doubles (a slow start, as TCP's:
+ *    from bound 1 the controller reaches 16 in four windows), which,
+ *    latency being at most linear in the bound, stays below half the
  *    target;
+ *  - below half the target: it rises by a quarter (at least one), which
+ *    stays below 5/8 of the target;
  *  - below 3/4 of the target: it rises by one;
  *  - otherwise (between 3/4 of the target and the target) it holds.
  * Multiplicative decrease and additive increase with a dead band in
@@ -369,6 +372,7 @@ enum k2_adapt_reason {
 	K2_ADAPT_UP_FAST,	/* below half of it: a quarter more */
 	K2_ADAPT_IDLE,		/* no real-time requests: max_inflight */
 	K2_ADAPT_RETURN,	/* real-time requests again */
+	K2_ADAPT_UP_DOUBLE,	/* below a quarter of it: twice */
 	K2_ADAPT_NR_REASONS,
 };
 
@@ -397,6 +401,11 @@ static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
 			n = bound / 2;
 		*next = n ? n : 1;
 		return K2_ADAPT_DOWN;
+	}
+	if (4 * est_us < t) {
+		n = 2 * (u64)bound;
+		*next = n < max ? n : max;
+		return K2_ADAPT_UP_DOUBLE;
 	}
 	if (2 * est_us < t) {
 		n = bound + (bound / 4 ? bound / 4 : 1);

@@ -562,7 +562,7 @@ static unsigned int k2_setting_bound(struct k2_data *kd)
 /* The adaptive bound (target_latency_us; k2-core.h has the controller). */
 
 static const char *const k2_adapt_reason_name[K2_ADAPT_NR_REASONS] = {
-	"hold", "down", "up", "up_fast", "idle", "return",
+	"hold", "down", "up", "up_fast", "idle", "return", "up_double",
 };
 
 static unsigned long k2_adapt_idle_jiffies(unsigned int target_us)
