@@ -547,10 +547,13 @@ class K2Suite(Suite):
         return phases
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
-        rt = fio.job_stats(result, RT)
-        bw = sum(fio.job_stats(result, j["jobname"]).bw_kib for j in result["jobs"])
-        return (f"RT p99.9 {fio.percentile(rt, P) / 1000:.2f} ms ({rt.ios} I/Os), "
-                f"total {bw / 1024:.1f} MiB/s")
+        names = [j["jobname"] for j in result["jobs"]]
+        bw = sum(fio.job_stats(result, n).bw_kib for n in names)
+        rts = [RT] if RT in names else [f"{RT}{h}" for h in (1, 2)]  # changing load: halves
+        return ", ".join(f"{n.upper()} p99.9 "
+                         f"{fio.percentile(fio.job_stats(result, n), P) / 1000:.2f} ms "
+                         f"({fio.job_stats(result, n).ios} I/Os)" for n in rts) \
+            + f", total {bw / 1024:.1f} MiB/s"
 
     def report(self, res: Results, plots: Path) -> SuiteReport:
         data = collect(res)

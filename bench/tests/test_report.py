@@ -263,6 +263,9 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
     for j in raw["jobs"]:
         j["jobname"] = names.get(j["jobname"], j["jobname"])
     (folder / "runs" / "900-changing.json").write_text(json.dumps(raw))
+    # the runner's line per run names each half's RT job
+    line = k2suite.SUITE.brief(None, raw)  # type: ignore[arg-type]
+    assert line.startswith("RT1 p99.9 ") and ", RT2 p99.9 " in line and "MiB/s" in line
     for key, lb in (("changing/randread/k2-1", {"bound": 1}),
                     ("changing/randread/adaptive-5000", {"bound": "adaptive",
                                                          "target_us": 5000})):
