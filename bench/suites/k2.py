@@ -21,9 +21,10 @@ With --targets-us, the adaptive bound (k2's target_latency_us) beside the
 fixed ones: a row per target, and whether it lies on or beyond the
 fixed-bound latency/bandwidth frontier (no fixed bound has both a lower RT
 p99.9 and a higher bandwidth).  With --changing-load, a run whose
-background load changes halfway (--be-jobs x --be-iodepth, then
---changing-be-jobs x --be-iodepth), at every fixed bound and at the first
-target: the RT p99.9 and the bandwidth of each half, and which of them meet
+background load changes halfway (1 best-effort job of the operation, then
+--changing-be-jobs of --changing-be-op, random writes by default: behind
+programs on the dies the same bound means a much longer wait), at every
+fixed bound and at the first target: the RT p99.9 and the bandwidth of each half, and which of them meet
 the target in both halves.
 """
 from __future__ import annotations
@@ -70,14 +71,15 @@ def csv(kind: type, choices: Any = None) -> Any:
 # jobs
 
 def _jobs(names: list[tuple[str, bool]], op: str, region: int, thinktime_us: int,
-          be_iodepth: int, cpus: int | None, extra: dict[str, jobs.Value] | None = None
-          ) -> list[jobs.Job]:
+          be_iodepth: int, cpus: int | None, extra: dict[str, jobs.Value] | None = None,
+          first: int = 0) -> list[jobs.Job]:
     """The suite's jobs: (name, real-time?) each; a real-time job is
     synchronous with a think time, the others asynchronous at @be_iodepth;
     sequential jobs each stream through their own @region of the device;
-    job i pinned to CPU i mod @cpus; @extra options for all."""
+    job i (counted from @first) pinned to CPU i mod @cpus; @extra options
+    for all."""
     out = []
-    for i, (name, rt) in enumerate(names):
+    for i, (name, rt) in enumerate(names, first):
         o: dict[str, jobs.Value] = (
             {"ioengine": "psync", "iodepth": 1, "thinktime": thinktime_us,
              "prioclass": 1, "prio": 0} if rt else
@@ -105,11 +107,12 @@ def jobfile(dev: str, size_bytes: int, op: str, runtime: float, ramp: float, ioe
 
 def changing_jobfile(dev: str, size_bytes: int, op: str, runtime: float, ramp: float,
                      ioengine: str, thinktime_us: int, be_jobs: tuple[int, int],
-                     be_iodepth: int, cpus: int | None, comment: str = "") -> str:
+                     be_iodepth: int, cpus: int | None, comment: str = "",
+                     be_op2: str = "") -> str:
     """The RT job and @be_jobs[0] best-effort jobs for the first half of
     @runtime, then another RT job and @be_jobs[1] best-effort jobs for the
-    second (startdelay): each half's figures are its own jobs'.  Jobs are
-    named rt1/rt2 and be1-<i>/be2-<i>."""
+    second (startdelay), those doing @be_op2 if given: each half's figures
+    are its own jobs'.  Jobs are named rt1/rt2 and be1-<i>/be2-<i>."""
     half = runtime / 2
     g = jobs.common(dev, half, ramp, ioengine)
     g.update({"bs": "4k", "rw": op})
@@ -118,8 +121,12 @@ def changing_jobfile(dev: str, size_bytes: int, op: str, runtime: float, ramp: f
     for h in (1, 2):
         names = [(f"{RT}{h}", True)] + [(f"be{h}-{i + 1}", False)
                                         for i in range(be_jobs[h - 1])]
-        out += _jobs(names, op, region, thinktime_us, be_iodepth, cpus,
+        out += _jobs(names[:1], op, region, thinktime_us, be_iodepth, cpus,
                      {"startdelay": f"{half + ramp:g}s"} if h == 2 else None)
+        be_op = be_op2 if h == 2 and be_op2 else op
+        out += _jobs(names[1:], be_op, region, thinktime_us, be_iodepth, cpus,
+                     {"startdelay": f"{half + ramp:g}s", "rw": be_op} if h == 2 else None,
+                     first=1)
     return jobs.render(g, out, comment)
 
 
@@ -398,6 +405,9 @@ class K2Suite(Suite):
         p.add_argument("--changing-be-jobs", type=int, default=3,
                        help="changing load: best-effort jobs in the second half "
                             "(default 3; the first half has 1)")
+        p.add_argument("--changing-be-op", choices=list(OPS), default="randwrite",
+                       help="changing load: what the second half's best-effort jobs do "
+                            "(default randwrite; the first half's do the operation type)")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -459,7 +469,8 @@ class K2Suite(Suite):
                                     "pressure_iodepth": a.pressure_iodepth or depth,
                                     "pressure_bound": a.pressure_bound,
                                     "targets_us": a.targets_us, "changing_load": changing,
-                                    "changing_be_jobs": a.changing_be_jobs})
+                                    "changing_be_jobs": a.changing_be_jobs,
+                                    "changing_be_op": a.changing_be_op})
 
     def _changing_phases(self, ctx: RunContext, ops: list[str], depth: int, cpus: int | None,
                          notes: list[str]) -> list[Phase]:
@@ -485,12 +496,14 @@ class K2Suite(Suite):
                 text = changing_jobfile(ctx.device.path, ctx.device.size_bytes, op, runtime,
                                         ramp, a.ioengine, a.thinktime_us,
                                         (1, a.changing_be_jobs), a.be_iodepth, cpus,
-                                        comment=f"k2 suite, changing load: {OPS[op]}, {what}")
+                                        comment=f"k2 suite, changing load: {OPS[op]}, {what}",
+                                        be_op2=a.changing_be_op)
                 tun: tuple[tuple[str, Any], ...] = (
                     (("max_inflight", max(bounds)), ("target_latency_us", target))
                     if b == "adaptive" else (("max_inflight", b),))
                 lbl: tuple[tuple[str, Any], ...] = (
-                    ("changing", f"1x{a.be_iodepth}->{a.changing_be_jobs}x{a.be_iodepth}"),
+                    ("changing", f"1x{a.be_iodepth} {op}->{a.changing_be_jobs}x{a.be_iodepth} "
+                                 f"{a.changing_be_op}"),
                     ("op", op), ("bound", b))
                 if b == "adaptive":
                     lbl += (("target_us", target),)
@@ -724,7 +737,9 @@ class K2Suite(Suite):
         params = res.manifest.get("params", {})
         target = (params.get("targets_us") or [0])[0]
         light = f"1x{params.get('be_iodepth', 32)}"
-        heavy = f"{params.get('changing_be_jobs', 3)}x{params.get('be_iodepth', 32)}"
+        heavy = (f"{params.get('changing_be_jobs', 3)}x{params.get('be_iodepth', 32)}"
+                 + (f" {OPS.get(params['changing_be_op'], '')}" if params.get("changing_be_op")
+                    else ""))
         out = [f"\n## Changing load (target {target / 1000:g} ms)\n\nThe RT job beside "
                f"{light} best-effort requests (jobs x iodepth) in the first half of the run "
                f"and {heavy} in the second; each half's figures are its own jobs'. 'meets' "

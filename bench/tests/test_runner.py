@@ -331,6 +331,11 @@ def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
     assert o["global"]["runtime"] == "1s"
     assert "startdelay" not in o["rt1"] and o["rt2"]["startdelay"] == "1s"
     assert o["rt2"]["prioclass"] == "1" and o["be2-2"]["prioclass"] == "2"
+    # the second half's best effort writes (--changing-be-op's default); RT still reads
+    assert o["be2-1"]["rw"] == "randwrite" and o["be2-2"]["startdelay"] == "1s"
+    assert "rw" not in o["rt2"] and "rw" not in o["be1-1"] and o["global"]["rw"] == "randread"
+    assert [o[n].get("cpus_allowed") for n in ("rt1", "be1-1", "rt2", "be2-1", "be2-2")] == \
+        ["0", "1", "0", "1", "0"]
     assert plan.params["targets_us"] == [5000, 20000]
 
     with pytest.raises(ValueError, match="needs --targets-us"):
