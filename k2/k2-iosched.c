@@ -187,9 +187,10 @@ struct k2_pcpu_stats {
 	u64 completed[K2_NR_QUEUES];	/* counted requests finished */
 	u64 requeued[K2_NR_QUEUES];	/* counted requests requeued */
 	/*
-	 * Real-time device latencies while target_latency_us is set: a
-	 * histogram (k2_lat_bucket()) and its sample count, cumulative and
-	 * wrapping; a window is the difference to k2_adapt.seen.
+	 * Real-time latencies (allocation to completion) while
+	 * target_latency_us is set: a histogram (k2_lat_bucket()) and its
+	 * sample count, cumulative and wrapping; a window is the difference
+	 * to k2_adapt.seen.
 	 */
 	u32 lat[K2_LAT_BUCKETS];
 	u32 lat_samples;
@@ -581,21 +582,43 @@ static u32 k2_adapt_samples(struct k2_data *kd)
 	return n;
 }
 
-/* A new window from now: what the CPUs counted so far is behind it. */
-static void k2_adapt_new_window(struct k2_data *kd, u64 now)
+/* @hist = the latency histograms of all CPUs, summed (wrapping). */
+static void k2_lat_sum(struct k2_data *kd, u32 *hist)
 {
-	struct k2_adapt *a = &kd->adapt;
 	unsigned int b;
 	int cpu;
 
-	lockdep_assert_held(&kd->lock);
-	memset(a->seen, 0, sizeof(a->seen));
+	memset(hist, 0, K2_LAT_BUCKETS * sizeof(*hist));
 	for_each_possible_cpu(cpu) {
 		struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
 
 		for (b = 0; b < K2_LAT_BUCKETS; b++)
-			a->seen[b] += READ_ONCE(st->lat[b]);
+			hist[b] += READ_ONCE(st->lat[b]);
 	}
+}
+
+/*
+ * Put the bound the controller's state gives (k2_adapt_in_force()) in
+ * force; returns it.
+ */
+static u32 k2_adapt_set_in_force(struct k2_data *kd)
+{
+	struct k2_adapt *a = &kd->adapt;
+	u32 new = k2_adapt_in_force(a->bound, READ_ONCE(kd->max_inflight),
+				    a->idle);
+
+	lockdep_assert_held(&kd->lock);
+	WRITE_ONCE(a->in_force, new);
+	return new;
+}
+
+/* A new window from now: what the CPUs counted so far is behind it. */
+static void k2_adapt_new_window(struct k2_data *kd, u64 now)
+{
+	struct k2_adapt *a = &kd->adapt;
+
+	lockdep_assert_held(&kd->lock);
+	k2_lat_sum(kd, a->seen);
 	a->seen_samples = k2_adapt_samples(kd);
 	a->win_start = now;
 	a->next_check = now;
@@ -611,13 +634,9 @@ static void k2_adapt_apply(struct k2_data *kd, u64 now, u32 est_us,
 			   u32 samples, enum k2_adapt_reason why)
 {
 	struct k2_adapt *a = &kd->adapt;
-	u32 old = a->in_force, new;
+	u32 old = a->in_force, new = k2_adapt_set_in_force(kd);
 	struct k2_adapt_rec *r;
 
-	lockdep_assert_held(&kd->lock);
-	new = k2_adapt_in_force(a->bound, READ_ONCE(kd->max_inflight),
-				a->idle);
-	WRITE_ONCE(a->in_force, new);
 	a->reasons[why]++;
 	r = &a->history[a->history_next++ % K2_ADAPT_HISTORY];
 	r->ns = now;
@@ -642,7 +661,6 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	u64 now, total, est;
 	unsigned int b;
 	u32 n;
-	int cpu;
 
 	lockdep_assert_held(&kd->lock);
 	if (a->idle)
@@ -662,13 +680,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 					    NSEC_PER_MSEC);
 		return;
 	}
-	memset(a->win, 0, sizeof(a->win));
-	for_each_possible_cpu(cpu) {
-		struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
-
-		for (b = 0; b < K2_LAT_BUCKETS; b++)
-			a->win[b] += READ_ONCE(st->lat[b]);
-	}
+	k2_lat_sum(kd, a->win);
 	for (b = 0; b < K2_LAT_BUCKETS; b++) {
 		u32 cur = a->win[b];
 
@@ -728,9 +740,7 @@ static void k2_adapt_reset(struct k2_data *kd)
 	memset(a->acc, 0, sizeof(a->acc));
 	k2_adapt_new_window(kd, now);
 	memcpy(a->base, a->seen, sizeof(a->base));
-	WRITE_ONCE(a->in_force, k2_adapt_in_force(a->bound,
-						  READ_ONCE(kd->max_inflight),
-						  a->idle));
+	k2_adapt_set_in_force(kd);
 }
 
 /*
@@ -1259,9 +1269,7 @@ static ssize_t k2_max_inflight_store(struct elevator_queue *e,
 	WRITE_ONCE(kd->max_inflight, val);
 	if (kd->target_us) {
 		kd->adapt.bound = min(kd->adapt.bound, val);
-		WRITE_ONCE(kd->adapt.in_force,
-			   k2_adapt_in_force(kd->adapt.bound, val,
-					     kd->adapt.idle));
+		k2_adapt_set_in_force(kd);
 	}
 	spin_unlock(&kd->lock);
 	blk_mq_run_hw_queues(kd->q, true);
@@ -1640,18 +1648,12 @@ static int k2_dbg_adapt_latency_show(void *data, struct seq_file *m)
 	u64 total = 0;
 	unsigned int b, i;
 	u32 *h;
-	int cpu;
 
-	h = kcalloc(K2_LAT_BUCKETS, sizeof(*h), GFP_KERNEL);
+	h = kmalloc_array(K2_LAT_BUCKETS, sizeof(*h), GFP_KERNEL);
 	if (!h)
 		return -ENOMEM;
 	spin_lock(&kd->lock);
-	for_each_possible_cpu(cpu) {
-		struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
-
-		for (b = 0; b < K2_LAT_BUCKETS; b++)
-			h[b] += READ_ONCE(st->lat[b]);
-	}
+	k2_lat_sum(kd, h);
 	for (b = 0; b < K2_LAT_BUCKETS; b++) {
 		h[b] -= kd->adapt.base[b];
 		total += h[b];
