@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench import suites
 from bench.trace import DEFAULT_BUFFER_KB, TRACERS
@@ -186,11 +186,10 @@ def target_for(a: argparse.Namespace) -> Iterator[Target]:
     if getattr(a, "trace", None) == "lttng":
         from bench.vm import build_lttng
         build_lttng(kernel)
-    tcg = ""
+    cfg: dict[str, Any] = {}
     if getattr(a, "suite", None):
-        from bench import suites
-        tcg = suites.get(a.suite).vm_tcg_thread(a)
-    with booted(kernel, build=True, tcg_thread=tcg) as target:
+        cfg = suites.get(a.suite).vm_config(a)
+    with booted(kernel, build=True, **cfg) as target:
         if getattr(a, "device", None) and a.device.lstrip("/").removeprefix("dev/").startswith(
                 "ssdsim"):
             from bench import device as devmod

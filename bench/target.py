@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scripts.vmbed import Result, VMError, accel, tcg_threads
+from scripts.vmbed import Result, VMError, describe_accel
 
 if TYPE_CHECKING:
     from scripts.vmbed import VM
@@ -187,9 +187,6 @@ class VMTarget(Target):
     def describe(self) -> dict[str, str]:
         if self._desc is None:
             cfg = self.vm.cfg
-            acc = accel().upper()
-            if acc == "TCG":
-                acc += f", {tcg_threads(cfg.kernel, cfg.tcg_thread)}-threaded"
-            self._desc = {"kind": f"vm (QEMU {acc}, {cfg.smp} vCPUs, "
+            self._desc = {"kind": f"vm (QEMU {describe_accel(cfg)}, {cfg.smp} vCPUs, "
                                   f"{cfg.mem_mb} MiB)", **self._common_description()}
         return {**self._desc, **self.notes}

@@ -6,6 +6,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from bench import device as devmod
 from bench.target import VMTarget
@@ -47,14 +48,13 @@ def build_lttng(kernel: str) -> None:
 
 @contextmanager
 def booted(kernel: str, build: bool = True, attempts: int = 2,
-           tcg_thread: str = "") -> Iterator[VMTarget]:
-    """A VM of @kernel with the project's modules, as a Target; @tcg_thread
-    as VMConfig's.  A VM that does not answer its first command is booted
-    again (@attempts in all)."""
+           **cfg: Any) -> Iterator[VMTarget]:
+    """A VM of @kernel with the project's modules, as a Target; @cfg:
+    other VMConfig fields (a suite's vm_config()).  A VM that does not
+    answer its first command is booted again (@attempts in all)."""
     mods = build_modules(kernel) if build else ROOT / ".build" / kernel
     for attempt in range(1, attempts + 1):
-        vm = VM(VMConfig(kernel=kernel, modules_dir=mods if mods.is_dir() else None,
-                         tcg_thread=tcg_thread))
+        vm = VM(VMConfig(kernel=kernel, modules_dir=mods if mods.is_dir() else None, **cfg))
         try:
             vm.start()
             vm.run("true", timeout=30)

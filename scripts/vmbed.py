@@ -102,6 +102,10 @@ class VMConfig:
     # TCG threading, 'single' or 'multi'; '': tcg_threads()'s choice for
     # the kernel (VM_TCG_THREAD overrides either)
     tcg_thread: str = ""
+    # QEMU's -icount shift (0..10): the guest's clock counts instructions,
+    # 2^shift ns each, so what the guest measures in time is a count of
+    # instructions, whatever else the host runs (accel_args()); None: off
+    icount: int | None = None
 
 
 def accel() -> str:
@@ -140,6 +144,40 @@ def tcg_threads(kernel: str, want: str = "") -> str:
             raise ValueError(f"TCG threading {want!r}: single or multi")
         return want
     return "multi" if kernel.endswith("-ssd-debug") else "single"
+
+
+ICOUNT_SHIFTS = range(0, 11)
+
+
+def accel_args(cfg: VMConfig) -> list[str]:
+    """QEMU's -accel arguments for @cfg, and -icount's when it asks for an
+    instruction-counting clock: then TCG with one thread for every vCPU
+    (QEMU runs icount only so; VM_TCG_THREAD does not apply) and
+    sleep=off, so that an idle guest's clock jumps to its next timer
+    instead of following the host's: a guest's figure of time is then the
+    same whatever the host's load or speed.  (KVM runs real CPUs: no
+    icount.)"""
+    acc = accel()
+    if cfg.icount is not None:
+        if cfg.icount not in ICOUNT_SHIFTS:
+            raise ValueError(f"icount shift {cfg.icount}: 0..{ICOUNT_SHIFTS[-1]}")
+        if acc == "kvm":
+            raise VMError("an instruction-counting clock (icount) needs TCG: set VM_ACCEL=tcg")
+        return ["-accel", "tcg,thread=single", "-icount", f"shift={cfg.icount},sleep=off"]
+    if acc == "kvm":
+        return ["-accel", "kvm", "-cpu", "host"]
+    return ["-accel", f"tcg,thread={tcg_threads(cfg.kernel, cfg.tcg_thread)}"]
+
+
+def describe_accel(cfg: VMConfig) -> str:
+    """How @cfg's vCPUs run, for reports: 'KVM', 'TCG, single-threaded',
+    'TCG, icount shift 2 (the guest's clock: 4 ns an instruction)'."""
+    if cfg.icount is not None:
+        return (f"TCG, icount shift {cfg.icount} (the guest's clock: {1 << cfg.icount} ns "
+                "an instruction)")
+    if accel() == "kvm":
+        return "KVM"
+    return f"TCG, {tcg_threads(cfg.kernel, cfg.tcg_thread)}-threaded"
 
 
 def _run_bytes(cmd: list[str], **kw: object) -> bytes:
@@ -361,10 +399,8 @@ class VM:
                 f.truncate(cfg.nvme_mb << 20)
             drives.append(img)
         agent_path = self.workdir / "agent.sock"
-        acc = accel()
         cmd = [
-            "qemu-system-x86_64", "-machine", "q35", "-accel",
-            acc if acc == "kvm" else f"tcg,thread={tcg_threads(cfg.kernel, cfg.tcg_thread)}",
+            "qemu-system-x86_64", "-machine", "q35", *accel_args(cfg),
             "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
             "-kernel", str(kernel_image(cfg.kernel)), "-initrd", str(initrd),
             "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "
@@ -385,8 +421,6 @@ class VM:
             "-device", f"nvme,serial=throttled1,drive=nvthrot,"
             f"max_ioqpairs={cfg.nvme_queues}",
         ]
-        if acc == "kvm":
-            cmd += ["-cpu", "host"]
         cmd += cfg.extra_qemu
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,

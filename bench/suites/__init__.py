@@ -90,10 +90,11 @@ class Suite:
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """Suite-specific options."""
 
-    def vm_tcg_thread(self, args: argparse.Namespace) -> str:
-        """With --vm: the QEMU TCG threading the suite's VM needs ('single'
-        or 'multi'), '' for the bed's choice for the kernel."""
-        return ""
+    def vm_config(self, args: argparse.Namespace) -> dict[str, Any]:
+        """With --vm: what the suite's VM needs other than the bed's
+        defaults, as scripts.vmbed.VMConfig's fields (tcg_thread, icount,
+        smp)."""
+        return {}
 
     def make_device(self, target: Target, args: argparse.Namespace,
                     on_exit: Callable[[str, Callable[[], None]], None]) -> tuple[str, list[str]]:

@@ -18,7 +18,15 @@ would find about a fifth of the heads on a busy die).
 
 In the VM bed (--vm) the guest runs with multi-threaded TCG, a host thread
 per vCPU, so that 2 jobs run at once as on a real machine (without
---traced: Overhead.vm_tcg_thread()).
+--traced: Overhead.vm_config()).  With --icount SHIFT the guest's clock
+counts instructions instead (QEMU -icount, 2^SHIFT ns an instruction):
+fio's time-based runs then end after a fixed number of the guest's
+instructions, so IOPS are I/Os per instruction, the same whatever the
+host does (a block's ratio spread 0.70-1.03 with the host's clock); the
+VM has one vCPU (icount runs every vCPU in one host thread, and a vCPU
+that QEMU switches away from while it holds a lock would leave another
+spinning on it, in counted instructions), so the jobs share it: the
+figure is CPU cost per request, without lock contention across CPUs.
 
 Each scheduler X is measured in a block none, X, X, none, so that slow
 drift (other load, thermal) cancels in the block's ratio X/none; blocks run
@@ -59,6 +67,7 @@ from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
 from bench.suites.k2 import csv
 from bench.target import Target
+from scripts.vmbed import ICOUNT_SHIFTS
 
 NULL_BLK: dict[str, int | str] = {
     "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
@@ -157,21 +166,30 @@ class Overhead(Suite):
         p.add_argument("--k2-target-us", type=int, default=0,
                        help=f"also measure {ADAPTIVE}: k2 with target_latency_us set to this "
                             "(us), its block's jobs real-time (default 0: not measured)")
+        p.add_argument("--icount", type=int, metavar="SHIFT", choices=ICOUNT_SHIFTS,
+                       help="with --vm: the guest's clock counts instructions (QEMU "
+                            "-icount shift=SHIFT, 2^SHIFT ns an instruction; 0..10), one "
+                            "vCPU: IOPS become I/Os per instruction, repeatable whatever "
+                            "the host's load (default: off)")
         p.add_argument("--allow-null-blk", action="store_true",
                        help="on this machine: allow loading (and afterwards unloading) "
                             "the null_blk module for /dev/nullb0")
         p.add_argument("--null-blk", default="",
                        help="extra null_blk parameters, e.g. 'irqmode=0 hw_queue_depth=512'")
 
-    def vm_tcg_thread(self, args: argparse.Namespace) -> str:
+    def vm_config(self, args: argparse.Namespace) -> dict[str, Any]:
         """Multi-threaded: the bed's single-threaded TCG runs both vCPUs in
         turns on one host thread, so 2 jobs never run at once and a vCPU
         descheduled holding a scheduler's lock leaves the other spinning
         for its whole turn; that measured the locks' bad luck, not their
         cost (a block's ratio ranged 0.40-1.00 for the same scheduler).
         With --traced, single: enabling trace events patches kernel text,
-        which multi-threaded TCG now and then gets wrong (README)."""
-        return "" if args.traced else "multi"
+        which multi-threaded TCG now and then gets wrong (README).  With
+        --icount, one vCPU on an instruction-counting clock (module
+        docstring)."""
+        if args.icount is not None:
+            return {"icount": args.icount, "smp": 1}
+        return {} if args.traced else {"tcg_thread": "multi"}
 
     def make_device(self, target: Target, args: argparse.Namespace,
                     on_exit: Callable[[str, Callable[[], None]], None]) -> tuple[str, list[str]]:
@@ -209,6 +227,13 @@ class Overhead(Suite):
         cpus = None if a.no_pin else ctx.target.ncpus()
         scheds = [s for s in a.schedulers if s in ctx.sched_info]
         notes = []
+        if a.icount is not None:
+            if ctx.target.is_local:
+                raise ValueError("--icount is for the VM test bed (--vm): this machine's "
+                                 "clock is its own")
+            notes.append(f"the guest's clock counts instructions (QEMU icount shift "
+                         f"{a.icount}): a run of {runtime:g} s is {runtime * 1e9 / (1 << a.icount):.3g} "
+                         "of the guest's instructions, so IOPS are I/Os per instruction")
         if cpus:
             notes.append(f"job i pinned to CPU i mod {cpus}")
         if cpus and max(a.jobs) > cpus:

@@ -295,12 +295,35 @@ def test_overhead_k2_adaptive_block_is_real_time() -> None:
 
 def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     """The overhead suite's VM runs a host thread per vCPU (2 jobs at once);
-    with --traced the bed's choice (trace events patch kernel text); the
-    other suites take the bed's choice."""
+    with --traced the bed's choice (trace events patch kernel text); with
+    --icount one vCPU on an instruction-counting clock; the other suites
+    take the bed's choice."""
     ov = get("overhead")
-    assert ov.vm_tcg_thread(parse(["run", "overhead", "--vm"])) == "multi"
-    assert ov.vm_tcg_thread(parse(["run", "overhead", "--vm", "--traced"])) == ""
-    assert get("k2").vm_tcg_thread(parse(["run", "k2", "--vm"])) == ""
+    assert ov.vm_config(parse(["run", "overhead", "--vm"])) == {"tcg_thread": "multi"}
+    assert ov.vm_config(parse(["run", "overhead", "--vm", "--traced"])) == {}
+    assert ov.vm_config(parse(["run", "overhead", "--vm", "--icount", "2"])) == {
+        "icount": 2, "smp": 1}
+    with pytest.raises(SystemExit):
+        parse(["run", "overhead", "--vm", "--icount", "11"])
+    assert get("k2").vm_config(parse(["run", "k2", "--vm"])) == {}
+
+
+class LocalFake(FakeTarget):
+    @property
+    def is_local(self) -> bool:
+        return True
+
+
+def test_overhead_icount_only_in_the_vm() -> None:
+    """--icount on this machine is refused (its clock is its own); in the
+    VM the plan notes what a run's length is in instructions."""
+    argv = ["run", "overhead", "--short", "--allow-null-blk", "--icount", "2",
+            "--schedulers", "k2"]
+    with pytest.raises(ValueError, match="--icount is for the VM"):
+        get("overhead").plan(context(LocalFake(nr_requests=256), argv))
+    plan = get("overhead").plan(context(FakeTarget(nr_requests=256), argv))
+    # 1 s (context()'s runtime) at 4 ns an instruction
+    assert any("icount shift 2" in n and "2.5e+08" in n for n in plan.notes), plan.notes
 
 
 def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:

@@ -130,6 +130,25 @@ def test_tcg_threads_a_callers_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "multi") == "single"
 
 
+def test_icount_runs_single_threaded_tcg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An instruction-counting clock: TCG in one thread whatever
+    VM_TCG_THREAD says, sleep=off; a shift out of 0..10 is an error, and
+    under KVM icount is refused."""
+    monkeypatch.setenv("VM_ACCEL", "tcg")
+    monkeypatch.setenv("VM_TCG_THREAD", "multi")
+    cfg = vmbed.VMConfig(kernel="6.12.117+deb12-cloud-amd64", icount=2)
+    assert vmbed.accel_args(cfg) == ["-accel", "tcg,thread=single",
+                                     "-icount", "shift=2,sleep=off"]
+    assert "4 ns an instruction" in vmbed.describe_accel(cfg)
+    assert vmbed.accel_args(vmbed.VMConfig(kernel="k")) == ["-accel", "tcg,thread=multi"]
+    with pytest.raises(ValueError):
+        vmbed.accel_args(vmbed.VMConfig(kernel="k", icount=11))
+    monkeypatch.setenv("VM_ACCEL", "kvm")
+    with pytest.raises(vmbed.VMError, match="needs TCG"):
+        vmbed.accel_args(cfg)
+    assert vmbed.accel_args(vmbed.VMConfig(kernel="k")) == ["-accel", "kvm", "-cpu", "host"]
+
+
 def _agent_vm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[vmbed.VM, socket.socket]:
     """A VM object talking to the other end of a socket pair (the agent's
     side, played by the test), with no QEMU."""
