@@ -305,34 +305,39 @@ def test_rt_keeps_tags_under_best_effort_flood(k2: Guest) -> None:
     """At max_inflight=1, a synchronous RT reader (2 ms think time) beside
     best-effort readers that want more requests than there are scheduler
     tags (4 at iodepth 256): with rt_tags (a quarter of the tags kept for
-    real-time submitters, the default) its p99.9 latency stays within 2x
-    of its p99.9 beside 3 best-effort readers at iodepth 32, which leave
+    real-time submitters, the default) its p99 latency stays within 2x
+    of its p99 beside 3 best-effort readers at iodepth 32, which leave
     tags free.  With rt_tags=0 (everything shared, K2 before rt_tags) the
     best-effort readers take every tag and the RT reader sleeps in tag
-    allocation behind them: at least 3x worse, same boot."""
+    allocation behind them: at least 3x worse, same boot (15-50x
+    measured).  The p99.9 is printed, not compared: from the 1100-1400
+    reads of a run it is the second largest, which a single stall of the
+    TCG host decides (the light load's ranged from 9.6 to 30.3 ms in four
+    runs on 6.12, one of them a CI failure at 2.33x; the p99 from 14.5 to
+    16.3 ms)."""
     g = k2
     dev = g.throttled
     g.select(dev, "k2")
     g.set_attr(dev, "max_inflight", 1)
     nr = int(g.sh(f"cat /sys/block/{dev}/queue/nr_requests"))
     assert g.attr(dev, "rt_tags") == str(nr // 4)
-    p999 = {}
+    p99 = {}
     for case, jobs, rt_tags in (("light", RT_LATENCY_JOBS, nr // 4),
                                 ("flood", RT_TAG_FLOOD_JOBS, nr // 4),
                                 ("flood, rt_tags=0", RT_TAG_FLOOD_JOBS, 0)):
         g.set_attr(dev, "rt_tags", rt_tags)
         res = g.fio(jobs.format(dev=dev, t=15), timeout=300)
         rt = fio.job_stats(res, "rt")
-        p999[case] = fio.percentile(rt, 99.9)
+        p99[case] = fio.percentile(rt, 99)
         print(f"{case}: RT p50 {fio.percentile(rt, 50) / 1000:.2f} ms, "
-              f"p99 {fio.percentile(rt, 99) / 1000:.2f} ms, "
-              f"p99.9 {p999[case] / 1000:.2f} ms over {rt.ios} reads; "
+              f"p99 {p99[case] / 1000:.2f} ms, "
+              f"p99.9 {fio.percentile(rt, 99.9) / 1000:.2f} ms over {rt.ios} reads; "
               f"best effort {fio.job_stats(res, 'be').ios} reads")
-        assert rt.ios >= 10
-    print(f"flood/light = {p999['flood'] / p999['light']:.2f}, "
-          f"without rt_tags {p999['flood, rt_tags=0'] / p999['light']:.2f}")
-    assert p999["flood"] <= 2 * p999["light"]
-    assert p999["flood, rt_tags=0"] >= 3 * p999["light"]
+        assert rt.ios >= 100
+    print(f"p99 flood/light = {p99['flood'] / p99['light']:.2f}, "
+          f"without rt_tags {p99['flood, rt_tags=0'] / p99['light']:.2f}")
+    assert p99["flood"] <= 2 * p99["light"]
+    assert p99["flood, rt_tags=0"] >= 3 * p99["light"]
 
 
 @pytest.mark.timing
