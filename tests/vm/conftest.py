@@ -286,8 +286,24 @@ def _boot_note(kernel: str, err: VMError) -> None:
 @pytest.fixture(scope="module", params=SCHEDULERS, ids=lambda s: s.name)
 def sched(request: pytest.FixtureRequest) -> Sched:
     """Each project scheduler in turn (tests/vm/schedulers.py), module by
-    module: the generic suite and the fault injection tests."""
+    module: the generic suite and the fault injection tests; on the debug
+    kernel those with debug_tier (pytest_collection_modifyitems())."""
     return request.param  # type: ignore[no-any-return]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On the debug kernel, deselect the tests of a scheduler that is not
+    for the debug tier (Sched.debug_tier)."""
+    if not _kernel(config).endswith(DEBUG_LOCALVERSION):
+        return
+    keep, drop = [], []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        s = cs.params.get("sched") if cs is not None else None
+        (drop if isinstance(s, Sched) and not s.debug_tier else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @dataclass(frozen=True)
