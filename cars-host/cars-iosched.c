@@ -57,7 +57,8 @@
  *
  * Flows
  * -----
- * A flow is an I/O context's io_cq (icq_size), found by prepare_request,
+ * A flow is an I/O context's io_cq (icq_size), found by prepare_request
+ * (without the queue lock: iosched_icq_find_get()) or created there,
  * which takes a reference on the io_context that finish_request drops:
  * the flow lives while any of its requests does.  Requests without one
  * share cd->anon.  A flow with queued requests is on cd->rr, in
@@ -109,6 +110,7 @@
 #include "blk-mq-sched.h"
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
+#include "iosched-icq.h"
 #include "iosched-sysfs.h"
 #include "cars-core.h"
 
@@ -524,7 +526,7 @@ static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
 
 static void cars_prepare_request(struct request *rq)
 {
-	rq->elv.icq = ioc_find_get_icq(rq->q);
+	rq->elv.icq = iosched_icq_find_get(rq->q);
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
 }

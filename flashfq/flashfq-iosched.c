@@ -66,9 +66,10 @@
  *
  * Tasks and their lifetime
  * ------------------------
- * A task's state is in its io_cq (icq_size), created by
- * ioc_find_get_icq() in prepare_request, which takes a reference on the
- * io_context that finish_request drops; requests without one (allocation
+ * A task's state is in its io_cq (icq_size), found (without the queue
+ * lock: iosched_icq_find_get()) or created in prepare_request, which
+ * takes a reference on the io_context that finish_request drops;
+ * bio_merge looks it up the same way.  Requests without one (allocation
  * failure) share fd->anon.  The io_context, and so the io_cq, lives while
  * any of its requests does.  exit_icq (the last task using the context
  * exited, or the elevator is being switched) ends any anticipation; the
@@ -146,6 +147,7 @@
 #include "blk-mq-sched.h"
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
+#include "iosched-icq.h"
 #include "iosched-sysfs.h"
 #include "flashfq-core.h"
 
@@ -709,7 +711,7 @@ static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 /* Called when a request is allocated, before any other callback. */
 static void ffq_prepare_request(struct request *rq)
 {
-	rq->elv.icq = ioc_find_get_icq(rq->q);
+	rq->elv.icq = iosched_icq_find_get(rq->q);
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
 }
@@ -985,24 +987,14 @@ static bool ffq_bio_merge(struct request_queue *q, struct bio *bio,
 {
 	struct ffq_data *fd = q->elevator->elevator_data;
 	struct request *free = NULL;
-	struct io_cq *icq = NULL;
-	unsigned long flags;
+	struct io_cq *icq;
 	bool ret;
 
 	/* Nothing queued (usual below the depth): nothing to merge into. */
 	if (!READ_ONCE(fd->queued))
 		return false;
 
-	/*
-	 * ioc_lookup_icq() wants the queue lock, which is never taken
-	 * inside fd->lock.  The pointer is only compared, never followed.
-	 */
-	if (current->io_context) {
-		spin_lock_irqsave(&q->queue_lock, flags);
-		icq = ioc_lookup_icq(q);
-		spin_unlock_irqrestore(&q->queue_lock, flags);
-	}
-
+	icq = iosched_icq_lookup(q);
 	spin_lock_irq(&fd->lock);
 	fd->bio_icq = icq;
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
