@@ -250,28 +250,60 @@ static inline void ffq_heap_remove(struct ffq_heap *h, struct ffq_hnode *n)
 	h->nr--;
 }
 
-/* Put @n in @h with @key, or give it @key if it is there already. */
-static inline void ffq_heap_set(struct ffq_heap *h, struct ffq_hnode *n,
-				u64 key)
+/*
+ * Give @n, a member of @h, @key.  A node without children keeps the heap
+ * order when its key grows (its parent's key is at most its old one), as
+ * does a root without children (the only node) whatever its key: those
+ * keys change in place.  Tags and deadlines only grow, so that is what
+ * most updates are; the others are a removal and an insertion.
+ */
+static inline void ffq_heap_rekey(struct ffq_heap *h, struct ffq_hnode *n,
+				  u64 key)
 {
-	if (ffq_hnode_linked(h, n)) {
-		if (n->key == key)
-			return;
-		ffq_heap_remove(h, n);
+	if (n->key == key)
+		return;
+	if (!n->child && (key > n->key || h->root == n)) {
+		n->key = key;
+		return;
 	}
+	ffq_heap_remove(h, n);
 	ffq_heap_insert(h, n, key);
-}
-
-static inline void ffq_heap_clear(struct ffq_heap *h, struct ffq_hnode *n)
-{
-	if (ffq_hnode_linked(h, n))
-		ffq_heap_remove(h, n);
 }
 
 static inline struct ffq_hnode *ffq_heap_min(const struct ffq_heap *h)
 {
 	return h->root;
 }
+
+/*
+ * Make @n a member of @h with @key if @want, else not a member, where bit
+ * @bit of *@in says whether it is one now and is kept in step: the
+ * heap's own test (ffq_hnode_linked()) reads two pointers, which the
+ * caller's bits spare on every update.
+ */
+static inline void ffq_heap_place(struct ffq_heap *h, struct ffq_hnode *n,
+				  unsigned int *in, unsigned int bit,
+				  bool want, u64 key)
+{
+	if (want) {
+		if (*in & bit) {
+			ffq_heap_rekey(h, n, key);
+		} else {
+			ffq_heap_insert(h, n, key);
+			*in |= bit;
+		}
+	} else if (*in & bit) {
+		ffq_heap_remove(h, n);
+		*in &= ~bit;
+	}
+}
+
+/* Bits of ffq_task.heaps: the heaps of struct ffq_sched it is in. */
+#define FFQ_IN_READY	0x1U
+#define FFQ_IN_VT	0x2U
+#define FFQ_IN_PROG	0x4U
+#define FFQ_IN_TIMER	0x8U
+#define FFQ_IN_BLOCK	0x10U
 
 /* Bits of ffq_task.flags. */
 #define FFQ_T_ANTIC	0x1U	/* a hypothetical request is outstanding */
@@ -301,6 +333,7 @@ struct ffq_task {
 	unsigned int nr_inflight; /* (glue) requests holding a depth slot */
 	unsigned int nr_out;	/* (glue) requests inserted, not yet freed */
 	unsigned int flags;	/* FFQ_T_* */
+	unsigned int heaps;	/* FFQ_IN_*: kept by ffq_update() */
 };
 
 /*
@@ -418,34 +451,26 @@ static inline void ffq_advance_vtime(struct ffq_sched *s)
  */
 static inline bool ffq_update(struct ffq_sched *s, struct ffq_task *t)
 {
+	unsigned int in = t->heaps, f = t->flags;
+	bool active = ffq_task_active(t);
+	bool restrains = ffq_task_restrains(t);
 	u64 before = s->vtime;
 
-	if (t->nr_queued)
-		ffq_heap_set(&s->ready, &t->ready, t->head_start);
-	else
-		ffq_heap_clear(&s->ready, &t->ready);
-
-	if (ffq_task_active(t))
-		ffq_heap_set(&s->vt, &t->vt, ffq_task_vt_key(t));
-	else
-		ffq_heap_clear(&s->vt, &t->vt);
-	if (ffq_task_restrains(t))
-		ffq_heap_set(&s->prog, &t->prog, ffq_task_progress(t));
-	else
-		ffq_heap_clear(&s->prog, &t->prog);
-
-	if (t->flags & FFQ_T_ANTIC)
-		ffq_heap_set(&s->timer, &t->timer,
-			     (t->flags & FFQ_T_BLOCKING) ? t->block_until :
-							   t->antic_until);
-	else
-		ffq_heap_clear(&s->timer, &t->timer);
-
-	if ((t->flags & (FFQ_T_ANTIC | FFQ_T_BLOCKING)) ==
-	    (FFQ_T_ANTIC | FFQ_T_BLOCKING))
-		ffq_heap_set(&s->block, &t->block, t->antic_start);
-	else
-		ffq_heap_clear(&s->block, &t->block);
+	ffq_heap_place(&s->ready, &t->ready, &in, FFQ_IN_READY,
+		       t->nr_queued, t->head_start);
+	ffq_heap_place(&s->vt, &t->vt, &in, FFQ_IN_VT, active,
+		       active ? ffq_task_vt_key(t) : 0);
+	ffq_heap_place(&s->prog, &t->prog, &in, FFQ_IN_PROG, restrains,
+		       restrains ? ffq_task_progress(t) : 0);
+	if ((f & FFQ_T_ANTIC) || (in & (FFQ_IN_TIMER | FFQ_IN_BLOCK))) {
+		ffq_heap_place(&s->timer, &t->timer, &in, FFQ_IN_TIMER,
+			       f & FFQ_T_ANTIC, (f & FFQ_T_BLOCKING) ?
+			       t->block_until : t->antic_until);
+		ffq_heap_place(&s->block, &t->block, &in, FFQ_IN_BLOCK,
+			       (f & (FFQ_T_ANTIC | FFQ_T_BLOCKING)) ==
+			       (FFQ_T_ANTIC | FFQ_T_BLOCKING), t->antic_start);
+	}
+	t->heaps = in;
 
 	ffq_advance_vtime(s);
 	return s->vtime != before;

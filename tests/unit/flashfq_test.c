@@ -108,7 +108,7 @@ TEST(heap_root_and_inner_removal)
 	struct ffq_hnode n[5] = { { 0 } };
 	struct ffq_heap h = { 0 };
 	static const u64 key[] = { 5, 3, 8, 1, 7 };
-	unsigned int i;
+	unsigned int i, in2, in3;
 
 	for (i = 0; i < 5; i++) {
 		CHECK(!ffq_hnode_linked(&h, &n[i]));
@@ -127,19 +127,24 @@ TEST(heap_root_and_inner_removal)
 	CHECK(!ffq_hnode_linked(&h, &n[3]));
 	CHECK(ffq_heap_min(&h) == &n[1]);
 	/* a key raised above the others, one lowered below them */
-	ffq_heap_set(&h, &n[1], 100);
+	ffq_heap_rekey(&h, &n[1], 100);
 	CHECK(ffq_heap_min(&h) == &n[4] || ffq_heap_min(&h) == &n[0]);
 	CHECK_EQ(ffq_heap_min(&h)->key, 5);
-	ffq_heap_set(&h, &n[4], 2);
+	ffq_heap_rekey(&h, &n[4], 2);
 	CHECK(ffq_heap_min(&h) == &n[4]);
-	/* set on an unlinked node inserts, clear on one does nothing */
-	ffq_heap_set(&h, &n[2], 0);
-	CHECK(ffq_heap_min(&h) == &n[2]);
-	ffq_heap_clear(&h, &n[3]);
+	/* placing a node not in the heap inserts it, taking it out of it
+	 * does nothing; the membership bit follows */
+	in2 = 0;
+	ffq_heap_place(&h, &n[2], &in2, 0x4, true, 0);
+	CHECK(ffq_heap_min(&h) == &n[2] && in2 == 0x4);
+	in3 = 0x1;
+	ffq_heap_place(&h, &n[3], &in3, 0x4, false, 0);
 	CHECK_EQ(h.nr, 4);
-	ffq_heap_clear(&h, &n[2]);
-	ffq_heap_clear(&h, &n[2]);
+	CHECK_EQ(in3, 0x1);
+	ffq_heap_place(&h, &n[2], &in2, 0x4, false, 0);
+	ffq_heap_place(&h, &n[2], &in2, 0x4, false, 0);
 	CHECK_EQ(h.nr, 3);
+	CHECK_EQ(in2, 0);
 	CHECK(ffq_heap_min(&h) == &n[4]);
 	/* a lone root */
 	ffq_heap_remove(&h, &n[4]);
@@ -152,6 +157,25 @@ TEST(heap_root_and_inner_removal)
 	CHECK_EQ(h.nr, 0);
 }
 
+TEST(heap_rekey_changes_a_leaf_or_lone_root_in_place)
+{
+	struct ffq_hnode n[3] = { 0 };
+	struct ffq_heap h = { 0 };
+
+	ffq_heap_insert(&h, &n[0], 10);
+	ffq_heap_rekey(&h, &n[0], 3);		/* the only node: any key */
+	CHECK(h.root == &n[0] && n[0].key == 3 && h.nr == 1);
+	ffq_heap_insert(&h, &n[1], 20);		/* a child of n[0] */
+	ffq_heap_insert(&h, &n[2], 30);
+	CHECK(h.root == &n[0] && n[2].prev == &n[0] && n[1].prev == &n[2]);
+	ffq_heap_rekey(&h, &n[2], 35);		/* a leaf grows: in place */
+	CHECK(h.root == &n[0] && n[2].prev == &n[0] && n[2].key == 35);
+	ffq_heap_rekey(&h, &n[1], 1);		/* a leaf shrinks below the root */
+	CHECK(h.root == &n[1] && h.nr == 3);
+	ffq_heap_rekey(&h, &n[1], 50);		/* a root with children grows */
+	CHECK(h.root == &n[0] && n[0].key == 3 && h.nr == 3);
+}
+
 /*
  * Random insert, remove (root or not), set and pop over HN nodes, checked
  * against a brute-force minimum, count and the full tree after every one.
@@ -162,7 +186,7 @@ TEST(heap_random_against_brute_force)
 	static bool in[HN];
 	static u64 keys[HN];
 	struct ffq_heap h = { 0 };
-	unsigned int op, i, nr = 0, pops = 0, inner = 0;
+	unsigned int op, i, nr = 0, pops = 0, inner = 0, grown = 0, bit;
 	u64 last;
 
 	memset(nodes, 0, sizeof(nodes));
@@ -173,7 +197,7 @@ TEST(heap_random_against_brute_force)
 		u64 key = heap_rand_key();
 
 		i = rng() % HN;
-		switch (rng() % 10) {
+		switch (rng() % 11) {
 		case 0: case 1: case 2:		/* insert */
 			if (in[i])
 				break;
@@ -190,16 +214,18 @@ TEST(heap_random_against_brute_force)
 			in[i] = false;
 			nr--;
 			break;
-		case 5: case 6:			/* set, linked or not */
+		case 5: case 6:			/* place, in or not */
 			nr += !in[i];
-			ffq_heap_set(&h, &nodes[i], key);
+			bit = in[i];
+			ffq_heap_place(&h, &nodes[i], &bit, 1, true, key);
+			CHECK_EQ(bit, 1);
 			in[i] = true;
 			keys[i] = key;
 			break;
-		case 7:				/* set to the same key */
+		case 7:				/* the same key again */
 			if (!in[i])
 				break;
-			ffq_heap_set(&h, &nodes[i], keys[i]);
+			ffq_heap_rekey(&h, &nodes[i], keys[i]);
 			CHECK(h.root == root);
 			break;
 		case 8:				/* pop the minimum */
@@ -211,10 +237,22 @@ TEST(heap_random_against_brute_force)
 			nr--;
 			pops++;
 			break;
-		case 9:			/* clear, linked or not */
+		case 9:			/* take out, in or not */
 			nr -= in[i];
-			ffq_heap_clear(&h, &nodes[i]);
+			bit = in[i];
+			ffq_heap_place(&h, &nodes[i], &bit, 1, false, key);
+			CHECK_EQ(bit, 0);
 			in[i] = false;
+			break;
+		case 10:			/* grow a key (tags do) */
+			if (!in[i] || keys[i] == U64_MAX)
+				break;
+			key = keys[i] + 1 + rng() % 16;
+			if (key < keys[i])
+				key = U64_MAX;
+			grown += !nodes[i].child;
+			ffq_heap_rekey(&h, &nodes[i], key);
+			keys[i] = key;
 			break;
 		}
 		CHECK_EQ(h.nr, nr);
@@ -223,6 +261,7 @@ TEST(heap_random_against_brute_force)
 	}
 	CHECK(pops > 1000);
 	CHECK(inner > 1000);
+	CHECK(grown > 300);	/* leaves grown in place */
 	/* Draining gives the keys in order. */
 	for (last = 0; h.root; nr--) {
 		struct ffq_hnode *root = h.root;
@@ -2120,6 +2159,7 @@ TEST(request_word_round_trip)
 
 UNIT_MAIN(
 	UNIT(heap_root_and_inner_removal),
+	UNIT(heap_rekey_changes_a_leaf_or_lone_root_in_place),
 	UNIT(heap_random_against_brute_force),
 	UNIT(cost_is_the_line_through_the_calibrated_points),
 	UNIT(cost_is_never_below_one),
