@@ -447,9 +447,12 @@ static inline void ffq_advance_vtime(struct ffq_sched *s)
 /*
  * ffq_update() - after the glue changed @t's facts, or this file its
  * anticipation: put @t in the heaps it belongs to with its current keys
- * and move virtual time.  Returns whether virtual time moved.
+ * and move virtual time.  Returns whether virtual time moved.  Inlined
+ * always: the glue calls it three times a request (insert, dispatch,
+ * completion), and the call itself cost 0.4 % of the IOPS on null_blk.
  */
-static inline bool ffq_update(struct ffq_sched *s, struct ffq_task *t)
+static __always_inline bool ffq_update(struct ffq_sched *s,
+				       struct ffq_task *t)
 {
 	unsigned int in = t->heaps, f = t->flags;
 	bool active = ffq_task_active(t);
