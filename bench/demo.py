@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import cli, report, suites
+from bench import report, suites
+from bench.args import parse
 from bench.device import DeviceError
 from bench.results import ResultsError
 from bench.runner import RunError, fmt_secs
@@ -154,7 +155,7 @@ def _run_one(t: VMTarget, s: DemoSuite, k: str, dev: str, top: Path, seed: int,
     print(f"\n--- {k}: {s.suite}", flush=True)
     ts = time.monotonic()
     try:
-        folder = run_suite(t, cli.parse(argv), command=["python3", "-m", "bench", *argv])
+        folder = run_suite(t, parse(argv), command=["python3", "-m", "bench", *argv])
     except (TargetError, DeviceError, RunError, ResultsError, ValueError) as e:
         print(f"demo: {s.suite} FAILED on {k}: {e}", file=sys.stderr, flush=True)
         d.suites.append((s.suite, out if (out / "manifest.json").exists() else None,

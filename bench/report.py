@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from bench import results as resmod  # noqa: E402
+from bench.markdown import table  # noqa: E402  (the suites' and kyber-tune's table)
 from bench.results import Results  # noqa: E402
 from bench.trace import report_section as trace_section  # noqa: E402
 
@@ -29,18 +30,6 @@ def ordered(keys: Iterable[K], ref: Collection[K]) -> list[K]:
     operations, ...), then those @ref lacks, sorted."""
     have = set(keys)
     return [k for k in ref if k in have] + sorted(k for k in have if k not in ref)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
-          align: str | None = None) -> str:
-    """A Markdown table; @align one letter per column (l, r), default: first
-    column left, the others right."""
-    align = align or "l" + "r" * (len(headers) - 1)
-    sep = ["---:" if a == "r" else ":---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
-    for row in rows:
-        lines.append("| " + " | ".join(str(c) for c in row) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 5.2, height: float = 3.6

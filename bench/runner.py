@@ -319,7 +319,7 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                     base = f"{i:03d}-{safe_key(c.key)}"
                     (runs_dir / f"{base}.fio").write_text(c.jobfile)
                     tr = ctx.tracing
-                    events = tr.events_for(c) if tr is not None else []
+                    events = tr.events_for(c.record_events) if tr is not None else []
                     if tr is not None:
                         tr.tracer.prepare(events, base)
                     if tr is not None and events:

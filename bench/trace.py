@@ -35,18 +35,18 @@ import os
 import re
 import tarfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import device as devmod
 from bench.device import DeviceError
+from bench.markdown import table
 from bench.target import Target, TargetError, q
 
 if TYPE_CHECKING:
     from bench.results import Results, Run
-    from bench.runner import Config
 
 TRACERS = ("ftrace", "lttng")
 DEFAULT_BUFFER_KB = 16384          # per CPU
@@ -477,16 +477,17 @@ class Lttng(Tracer):
 class Tracing:
     """What the runner records per run: with --trace, @events in every run,
     saved beside its fio JSON; otherwise only configurations that ask for
-    events themselves (Config.record_events), not saved (their cost is the
-    measurement)."""
+    events themselves (a configuration's record_events), not saved (their
+    cost is the measurement)."""
     tracer: Tracer
     events: list[EventSpec]
     save: bool
     notes: list[str] = field(default_factory=list)
 
-    def events_for(self, c: Config) -> list[EventSpec]:
-        if c.record_events:
-            return parse_events(c.record_events)
+    def events_for(self, record_events: Sequence[str]) -> list[EventSpec]:
+        """The events of a run whose configuration asks for @record_events."""
+        if record_events:
+            return parse_events(record_events)
         return self.events if self.save else []
 
     def suffix(self) -> str:
@@ -600,7 +601,6 @@ def report_section(res: Results) -> tuple[str, dict[str, Any]]:
             what = ", ".join(f"{s} {n}" for s, n in counts.items() if n)
             rows.append([key, rs[0].scheduler, "–", f"(no requests; events: {what})" if what
                          else "(no event recorded)", "–", "–", "–", "–", lost])
-    from bench.report import table
     tracer = res.manifest.get("params", {}).get("trace", {}).get("tracer", "?")
     out = ["\n## Traces: staged and device time\n\n"
            f"Recorded with {tracer} beside each run (the `trace` entry of each run in "

@@ -214,8 +214,9 @@ def test_ftrace_record_only_keeps_no_trace(tmp_path: Path) -> None:
     assert tr is not None and not tr.save and tr.events == [EventSpec("k2")]
     plain = cfg("n")
     traced = Config("t", "k2", plain.jobfile, 1.0, record_events=("k2",))
-    assert tr.events_for(plain) == [] and tr.events_for(traced) == [EventSpec("k2")]
-    ft.prepare(tr.events_for(traced), "002")
+    assert tr.events_for(plain.record_events) == []
+    assert tr.events_for(traced.record_events) == [EventSpec("k2")]
+    ft.prepare(tr.events_for(traced.record_events), "002")
     info = ft.finish(None)
     assert info["written"] == 25 and not list(tmp_path.glob("*.trace.txt"))
     cleanups.run()
