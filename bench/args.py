@@ -125,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="boot the VM test bed, run short versions of every "
                           "suite, write the reports (the README's main command)")
     demo.add_argument("--kernel", action="append",
-                      help="kernel release (repeatable; default: every test kernel)")
+                      help="kernel release (repeatable; default: the first test kernel)")
+    demo.add_argument("--all-kernels", action="store_true",
+                      help="every test kernel (scripts/kernels test), one after the other")
     demo.add_argument("--out", help="demo folder (default: results/demo-<UTC time>)")
     demo.add_argument("--no-build", action="store_true",
                       help="use the modules already in .build/<kernel>/")

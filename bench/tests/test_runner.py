@@ -364,3 +364,13 @@ def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs --targets-us"):
         get("k2").plan(context(t, ["run", "k2", "--device", "fake0", "--short",
                                    "--changing-load", "randread"]))
+
+
+def test_demo_runs_the_overhead_suite_on_its_own_vm() -> None:
+    """The demo boots a VM per suite configuration (Suite.vm_config()): the
+    overhead suite on an instruction-counting clock with one vCPU, every
+    other suite on the bed's default VM."""
+    from bench import demo
+    cfgs = {s.suite: demo._vm_config(s) for s in demo.DEMO}
+    assert cfgs.pop("overhead") == {"icount": 3, "smp": 1}
+    assert cfgs and all(c == {} for c in cfgs.values())
