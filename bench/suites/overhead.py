@@ -295,7 +295,8 @@ class Overhead(Suite):
                 blocks.append(block)
         return Plan([Phase("null_blk", blocks)], notes,
                     {"jobs": a.jobs, "iodepth": a.iodepth,
-                     "schedulers": [x for x, _ in measured], "k2_target_us": a.k2_target_us})
+                     "schedulers": [x for x, _ in measured], "k2_target_us": a.k2_target_us,
+                     "icount": a.icount})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         from bench import fio
@@ -304,6 +305,11 @@ class Overhead(Suite):
 
     def report(self, res: Results, plots: Path) -> SuiteReport:
         data = block_ratios(res)
+        # what a goal is judged on: per repetition (pairs of blocks close in
+        # time, which cancels the host's drift), or on an instruction-
+        # counting clock, which has none, the ratio of the medians (which a
+        # run that lost some IOPS to a guest timer's work does not move)
+        icount = res.manifest.get("params", {}).get("icount") is not None
         out = ["\n## IOPS relative to none\n\n"
                "Each ratio comes from one none/X/X/none block (mean IOPS of the X runs "
                "over the mean of the none runs); median (min–max) over repetitions. "
@@ -341,15 +347,25 @@ class Overhead(Suite):
                     if not (data[nj].get(x) and data[nj].get(ref)):
                         continue
                     rel = summarize(relative(data[nj][x], data[nj][ref]))
+                    # the medians' ratio: what one run in a few that loses
+                    # some IOPS (a guest timer's work) does not move, where
+                    # it moves the ratio of its own repetition
+                    by_med = (summarize(b["ratio"] for b in data[nj][x]).median
+                              / summarize(b["ratio"] for b in data[nj][ref]).median)
                     entry: dict[str, Any] = {"median": rel.median, "min": rel.lo,
-                                             "max": rel.hi}
+                                             "max": rel.hi, "of_medians": by_med}
                     met = ""
                     if goal is not None:
-                        ok = rel.median >= goal if op == "≥" else rel.median > goal
+                        v = by_med if icount else rel.median
+                        ok = v >= goal if op == "≥" else v > goal
                         entry["goal_met"] = ok
-                        met = f"; goal {op} {goal:.2f}: **{'met' if ok else 'not met'}**"
+                        met = (f"; goal {op} {goal:.2f}"
+                               + (" on the medians' ratio" if icount else "")
+                               + f": **{'met' if ok else 'not met'}**")
                     comp.append(f"- {NAMES[x]} / {ref}: {rel.fmt_median(1, 3)} (per "
-                                f"repetition, {NAMES[x]}'s ratio to none over {ref}'s{met})\n")
+                                f"repetition, {NAMES[x]}'s ratio to none over {ref}'s); "
+                                f"{by_med:.3f} as the ratio of their median ratios to "
+                                f"none{met}\n")
                     summary[str(nj)][f"{x}_vs_{ref}"] = entry
             if k2 and data[nj].get(TRACED):
                 rel = summarize(relative(data[nj][TRACED], k2))
