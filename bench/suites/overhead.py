@@ -308,7 +308,7 @@ class Overhead(Suite):
         # what a goal is judged on: per repetition (pairs of blocks close in
         # time, which cancels the host's drift), or on an instruction-
         # counting clock, which has none, the ratio of the medians (which a
-        # run that lost some IOPS to a guest timer's work does not move)
+        # run that lost some IOPS to periodic work of the guest's does not move)
         icount = res.manifest.get("params", {}).get("icount") is not None
         out = ["\n## IOPS relative to none\n\n"
                "Each ratio comes from one none/X/X/none block (mean IOPS of the X runs "
@@ -348,7 +348,7 @@ class Overhead(Suite):
                         continue
                     rel = summarize(relative(data[nj][x], data[nj][ref]))
                     # the medians' ratio: what one run in a few that loses
-                    # some IOPS (a guest timer's work) does not move, where
+                    # some IOPS (periodic work of the guest's) does not move, where
                     # it moves the ratio of its own repetition
                     by_med = (summarize(b["ratio"] for b in data[nj][x]).median
                               / summarize(b["ratio"] for b in data[nj][ref]).median)
