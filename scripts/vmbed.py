@@ -217,6 +217,36 @@ def kernel_root(kernel: str) -> Path:
     return Path(out or "/")
 
 
+@functools.lru_cache(maxsize=None)
+def qemu_command() -> tuple[str, ...]:
+    """The command that runs QEMU: VM_QEMU (a path or name, e.g.
+    qemu-system-x86_64 for this machine's) if set, else trixie's QEMU 10.0
+    from the build root (scripts/buildroot qemu).  Not bookworm's 7.2: its
+    TCG leaves out the guest's memory barriers when one host thread runs
+    the vCPUs (as here, tcg_threads()), though QEMU's I/O threads read and
+    write guest memory meanwhile; upstream emits them since 8.1 ("tcg: Do
+    not elide memory barriers for !CF_PARALLEL in system mode").  NVMe's
+    shadow doorbells depend on one: the driver stores the new SQ tail in
+    the doorbell buffer, then reads the controller's event index to decide
+    whether to ring the MMIO doorbell.  Without the barrier the read could
+    pass the store, both sides missed the update, and a burst of requests
+    sat in the SQ until the 30 s I/O timeout.  A controller reset under
+    fio (iodepth 32, 2 jobs) issues exactly such a burst: on 6.12 with the
+    scheduler none, 7.2 lost it in 4 boots of 4 within the first three
+    resets (guest memory then: SQ 1's shadow tail 245, its event index 213,
+    32 commands unseen; SQ 2 the same); multi-threaded TCG, 0 of 15; 10.0,
+    single-threaded, 0 of 15."""
+    env = os.environ.get("VM_QEMU")
+    if env:
+        return (env,)
+    p = subprocess.run([str(ROOT / "scripts" / "buildroot"), "qemu"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise VMError(f"no QEMU in the trixie build root: run scripts/setup "
+                      f"({p.stderr.strip()})")
+    return tuple(p.stdout.splitlines())
+
+
 def kernel_image(kernel: str) -> Path:
     """@kernel's bootable image: /boot/vmlinuz-<release>, or, unpacked from
     Debian 13's linux-binary package, usr/lib/modules/<release>/vmlinuz."""
@@ -400,7 +430,7 @@ class VM:
             drives.append(img)
         agent_path = self.workdir / "agent.sock"
         cmd = [
-            "qemu-system-x86_64", "-machine", "q35", *accel_args(cfg),
+            *qemu_command(), "-machine", "q35", *accel_args(cfg),
             "-smp", str(cfg.smp), "-m", str(cfg.mem_mb),
             "-kernel", str(kernel_image(cfg.kernel)), "-initrd", str(initrd),
             "-append", "console=ttyS0 rdinit=/init panic=-1 oops=panic "

@@ -25,6 +25,33 @@ def test_accel_refuses_nested_pvm(monkeypatch: pytest.MonkeyPatch) -> None:
         assert vmbed.accel() == "tcg"
 
 
+
+def test_qemu_is_the_build_roots_or_vm_qemu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """VM_QEMU wins; else the build root's QEMU 10 through its loader (not
+    bookworm's 7.2, which drops barriers under single-threaded TCG)."""
+    vmbed.qemu_command.cache_clear()
+    monkeypatch.setenv("VM_QEMU", "/opt/q/qemu-system-x86_64")
+    try:
+        assert vmbed.qemu_command() == ("/opt/q/qemu-system-x86_64",)
+        vmbed.qemu_command.cache_clear()
+        monkeypatch.delenv("VM_QEMU")
+        root = subprocess.run([str(vmbed.ROOT / "scripts" / "buildroot"), "path"],
+                              capture_output=True, text=True)
+        if root.returncode != 0:
+            with pytest.raises(vmbed.VMError, match="scripts/setup"):
+                vmbed.qemu_command()
+            return
+        cmd = vmbed.qemu_command()
+        r = root.stdout.strip()
+        assert f"QEMU_MODULE_DIR={r}/usr/lib/x86_64-linux-gnu/qemu" in cmd
+        assert cmd[cmd.index(f"{r}/usr/bin/qemu-system-x86_64") - 2] == "--library-path"
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True,
+                             check=True).stdout
+        major, minor = map(int, out.split("version ")[1].split(".")[:2])
+        assert (major, minor) >= (8, 1), out  # the barrier fix
+    finally:
+        vmbed.qemu_command.cache_clear()
+
 def test_overlay_carries_modules_and_index(tmp_path: Path) -> None:
     kernel = subprocess.run([str(vmbed.ROOT / "scripts" / "kernels"), "test"],
                             capture_output=True, text=True, check=True).stdout.split()[0]
