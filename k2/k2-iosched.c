@@ -58,10 +58,10 @@
  * QUEUE_FLAG_SQ_SCHED and may return a request of another hardware queue
  * than the one being run.
  *
- * finish_request and requeue_request can run in hard interrupt context
- * (completions) and take no lock: the in-flight count is one atomic word
- * changed by compare-and-exchange, the throttle flag an atomic bit, their
- * statistics per-CPU counters.  Tunables are written by sysfs stores, which
+ * completed_request, finish_request and requeue_request can run in hard
+ * interrupt context (completions) and take no lock: the in-flight count
+ * is one atomic word changed by compare-and-exchange, the throttle flag
+ * an atomic bit, their statistics per-CPU counters.  Tunables are written by sysfs stores, which
  * the elevator core serialises with the elevator's sysfs_lock on both 6.1
  * and 6.12 (elv_attr_store()), and read with READ_ONCE().
  *
@@ -333,36 +333,54 @@ static void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
 
 /*
  * A counted request completed, with @left still in flight: its device
- * time goes to the k2_complete tracepoint and, for a real-time request
- * while target_latency_us is set, its latency (from its allocation,
- * rq->start_time_ns, which the core stamps for every request an elevator
- * sees: its wait for a slot and its device time) to this CPU's latency
- * histogram.  Lock-free; may run in hard interrupt context.
+ * time (from dispatch, stamped only while the tracepoint is on) goes to
+ * the k2_complete tracepoint.  Lock-free; may run in hard interrupt
+ * context.
  */
-static void k2_complete_latency(struct k2_data *kd, struct request *rq,
-				unsigned int qidx, u32 left)
+static void k2_complete_trace(struct request *rq, unsigned int qidx, u32 left)
 {
-	u64 start = k2_rq_dispatch_ns(rq);
-	unsigned int target = READ_ONCE(kd->target_us);
-	u64 lat_ns = 0, now = 0;
+	u64 start = k2_rq_dispatch_ns(rq), lat_ns = 0;
 
-	if (start || target)
-		now = ktime_get_ns();
 	if (start)
-		lat_ns = now - start;
-	if (target && qidx < K2_NR_RT_QUEUES && rq->start_time_ns &&
-	    now > rq->start_time_ns) {
-		u64 us = div_u64(now - rq->start_time_ns, NSEC_PER_USEC);
-		unsigned int b = k2_lat_bucket(us);
+		lat_ns = ktime_get_ns() - start;
+	trace_k2_complete(rq, qidx, lat_ns, left);
+}
 
-		/* interrupts may nest: per-CPU operations, not ++ */
-		this_cpu_inc(kd->stats->lat[b]);
-		this_cpu_inc(kd->stats->lat_samples);
-		if (us > target)
-			this_cpu_inc(kd->stats->rt_over_target);
-	}
-	if (trace_k2_complete_enabled())
-		trace_k2_complete(rq, qidx, lat_ns, left);
+/*
+ * blk-mq's completion callback, before finish_request, with the time the
+ * core reads for the completion anyway (its I/O accounting: batched
+ * completions share one read, and in task context the plug's cached
+ * clock, as for rq->start_time_ns).  While target_latency_us is set, a
+ * counted real-time request's latency (from its allocation,
+ * rq->start_time_ns, which the core stamps for every request an elevator
+ * sees: its wait for a slot and its device time) goes to this CPU's
+ * latency histogram; taking the core's time saves a clock read per
+ * request.  Lock-free; may run in hard interrupt context.  6.1 calls it
+ * for flush and passthrough requests too: priv is ours only if
+ * prepare_request ran (compat_rq_elv_finish()).
+ */
+static void k2_completed_request(struct request *rq, u64 now)
+{
+	struct k2_data *kd = rq->q->elevator->elevator_data;
+	unsigned int target = READ_ONCE(kd->target_us);
+	unsigned long state;
+	unsigned int b;
+	u64 us;
+
+	if (!target || !compat_rq_elv_finish(rq))
+		return;
+	state = k2_rq_state(rq);
+	if (!(state & K2_RQ_COUNTED) ||
+	    k2_rq_state_queue(state) >= K2_NR_RT_QUEUES ||
+	    !rq->start_time_ns || now <= rq->start_time_ns)
+		return;
+	us = div_u64(now - rq->start_time_ns, NSEC_PER_USEC);
+	b = k2_lat_bucket(us);
+	/* interrupts may nest: per-CPU operations, not ++ */
+	this_cpu_inc(kd->stats->lat[b]);
+	this_cpu_inc(kd->stats->lat_samples);
+	if (us > target)
+		this_cpu_inc(kd->stats->rt_over_target);
 }
 
 /*
@@ -1036,7 +1054,8 @@ static void k2_finish_request(struct request *rq)
 	if (!k2_uncount(kd, rq, &left))
 		return;
 	this_cpu_inc(kd->stats->completed[idx]);
-	k2_complete_latency(kd, rq, idx, left);
+	if (trace_k2_complete_enabled())
+		k2_complete_trace(rq, idx, left);
 	k2_kick_throttled(kd);
 }
 
@@ -1756,6 +1775,7 @@ static struct elevator_type k2_sched = {
 		.depth_updated		= k2_depth_updated,
 		.init_hctx		= k2_init_hctx,
 		.prepare_request	= k2_prepare_request,
+		.completed_request	= k2_completed_request,
 		.finish_request		= k2_finish_request,
 		.requeue_request	= k2_requeue_request,
 		.bio_merge		= k2_bio_merge,
