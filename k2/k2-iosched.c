@@ -61,9 +61,10 @@
  * completed_request, finish_request and requeue_request can run in hard
  * interrupt context (completions) and take no lock: the in-flight count
  * is one atomic word changed by compare-and-exchange, the throttle flag
- * an atomic bit, their statistics per-CPU counters.  Tunables are written by sysfs stores, which
- * the elevator core serialises with the elevator's sysfs_lock on both 6.1
- * and 6.12 (elv_attr_store()), and read with READ_ONCE().
+ * an atomic bit, their statistics per-CPU counters.  Tunables are written
+ * by sysfs stores, which the elevator core serialises with the elevator's
+ * sysfs_lock on both 6.1 and 6.12 (elv_attr_store()), and read with
+ * READ_ONCE().
  *
  * In-flight accounting
  * --------------------

@@ -239,12 +239,11 @@ def qemu_command() -> tuple[str, ...]:
     env = os.environ.get("VM_QEMU")
     if env:
         return (env,)
-    p = subprocess.run([str(ROOT / "scripts" / "buildroot"), "qemu"],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        raise VMError(f"no QEMU in the trixie build root: run scripts/setup "
-                      f"({p.stderr.strip()})")
-    return tuple(p.stdout.splitlines())
+    try:
+        out = _run([str(ROOT / "scripts" / "buildroot"), "qemu"])
+    except VMError as e:
+        raise VMError(f"no QEMU in the trixie build root: run scripts/setup ({e})") from None
+    return tuple(out.splitlines())
 
 
 def kernel_image(kernel: str) -> Path:

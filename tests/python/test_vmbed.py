@@ -25,7 +25,6 @@ def test_accel_refuses_nested_pvm(monkeypatch: pytest.MonkeyPatch) -> None:
         assert vmbed.accel() == "tcg"
 
 
-
 def test_qemu_is_the_build_roots_or_vm_qemu(monkeypatch: pytest.MonkeyPatch) -> None:
     """VM_QEMU wins; else the build root's QEMU 10 through its loader (not
     bookworm's 7.2, which drops barriers under single-threaded TCG)."""
@@ -51,6 +50,7 @@ def test_qemu_is_the_build_roots_or_vm_qemu(monkeypatch: pytest.MonkeyPatch) -> 
         assert (major, minor) >= (8, 1), out  # the barrier fix
     finally:
         vmbed.qemu_command.cache_clear()
+
 
 def test_overlay_carries_modules_and_index(tmp_path: Path) -> None:
     kernel = subprocess.run([str(vmbed.ROOT / "scripts" / "kernels"), "test"],
