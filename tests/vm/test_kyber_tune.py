@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ import pytest
 from bench import results as resmod
 from bench.cli import parse
 from bench.session import run_suite
-from bench.target import VMTarget
+from bench.target import Target, VMTarget
 from conftest import ROOT, Guest
 
 sys.path.insert(0, str(ROOT / "kyber-tune"))
@@ -79,6 +79,9 @@ def test_grid_heatmaps_on_ssdsim(guest: Guest, ssdsim: str, tmp_path: Path) -> N
 @pytest.mark.timing
 def test_auto_raises_the_write_target_when_a_writer_starts(guest: Guest, ssdsim: str,
                                                            tmp_path: Path) -> None:
+    """The workload starts once the tuner has set up (its trace events on),
+    so the rows' times are the workload's whatever the setup takes on a
+    loaded host; SIGTERM 38 s later."""
     g = guest
     g.select(ssdsim, "kyber")
     before = {k: g.attr(ssdsim, k) for k in ("read_lat_nsec", "write_lat_nsec")}
@@ -101,26 +104,32 @@ iodepth=32
 startdelay=15
 runtime=30s
 EOF
-fio --output-format=json --output=/tmp/rw.json /tmp/rw.fio > /tmp/rw.log 2>&1 &
 """)
     stop = threading.Timer(38.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    stop.start()
+
+    def start_workload(t: Target, dev: str,
+                       on_exit: Callable[[str, Callable[[], None]], None]) -> auto.Source:
+        src = auto.KyberEvents(t, dev, on_exit)
+        g.sh("fio --output-format=json --output=/tmp/rw.json /tmp/rw.fio > /tmp/rw.log 2>&1 &")
+        stop.start()
+        return src
+
     try:
         res = auto.run(VMTarget(g.vm), ssdsim, OBJECTIVE_US, period=1.0,
-                       log=tmp_path / "log.csv")
+                       log=tmp_path / "log.csv", source=start_workload)
     finally:
         stop.cancel()
     g.sh("while pidof fio > /dev/null; do sleep 0.5; done", timeout=120)
-    for r in res.rows:
-        print(auto.fmt_row(r))
+    rows = "\n".join(auto.fmt_row(r) for r in res.rows)
+    print(rows)
     assert res.stopped_by == "signal"
     assert {k: g.attr(ssdsim, k) for k in before} == before
     alone = [r for r in res.rows if 3 <= r.t < 14]
     both = [r for r in res.rows if r.t >= 17]
-    assert alone and both
+    assert alone and both, f"rows:\n{rows}"
     w_alone = alone[-1].write_lat_nsec
-    assert max(r.write_lat_nsec for r in both) > w_alone
-    assert any(r.action == "up" for r in both)
+    assert max(r.write_lat_nsec for r in both) > w_alone, f"rows:\n{rows}"
+    assert any(r.action == "up" for r in both), f"rows:\n{rows}"
 
 
 def test_grid_on_a_fresh_file_system(guest: Guest, ssdsim: str, tmp_path: Path) -> None:
