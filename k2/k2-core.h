@@ -256,9 +256,14 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * The last bucket takes everything from about 15.7 s up.
  *
  * The controller (k2_adapt_decide()) runs once per window: a window ends
- * when it holds at least K2_ADAPT_MIN_SAMPLES real-time completions and is
- * at least twice the target long (so that what it measured was served
- * under the bound it started with).  Its estimate is the 99.9th percentile
+ * when it holds at least K2_ADAPT_MIN_SAMPLES real-time completions, or
+ * K2_ADAPT_EARLY_OVER of them above the target, and is at least twice the
+ * target long (so that what it measured was served under the bound it
+ * started with).  Ten samples above the target put the 99.9th percentile
+ * of fewer than 10000 above it, so a window that ends there takes the
+ * decision a full one would, a lower bound, sooner: after a rise in
+ * background load real-time requests complete far more slowly, and a full
+ * window would take seconds.  Its estimate is the 99.9th percentile
  * (K2_ADAPT_PERMILLE) of the window's samples added to half the previous
  * estimate's histogram, so that it rests on about twice a window's
  * samples; with fewer than 1000 of them it is near their maximum, which
@@ -287,6 +292,7 @@ static inline void k2_stall_disarm(struct k2_stall *s)
 #define K2_LAT_SUB		8U	/* 1 << K2_LAT_SUB_SHIFT */
 #define K2_LAT_BUCKETS		176
 #define K2_ADAPT_MIN_SAMPLES	100U
+#define K2_ADAPT_EARLY_OVER	10U
 #define K2_ADAPT_PERMILLE	999U
 #define K2_MAX_TARGET_US	10000000U	/* 10 s */
 
@@ -355,12 +361,14 @@ static inline u64 k2_lat_fold(u32 *acc, const u32 *win)
 
 /*
  * k2_adapt_window_done() - whether a window that began @elapsed_ns ago and
- * holds @samples real-time completions is complete for @target_us.
+ * holds @samples real-time completions, @over of them above the target,
+ * is complete for @target_us.
  */
 static inline bool k2_adapt_window_done(u64 elapsed_ns, u64 samples,
-					u32 target_us)
+					u64 over, u32 target_us)
 {
-	return samples >= K2_ADAPT_MIN_SAMPLES &&
+	return (samples >= K2_ADAPT_MIN_SAMPLES ||
+		over >= K2_ADAPT_EARLY_OVER) &&
 	       elapsed_ns >= 2000ULL * target_us;
 }
 

@@ -227,6 +227,7 @@ struct k2_adapt {
 	u32 seen[K2_LAT_BUCKETS];	/* per-CPU sums at the window's start */
 	u32 win[K2_LAT_BUCKETS];	/* scratch: the window's histogram */
 	u32 seen_samples;
+	u64 seen_over;		/* rt_over_target summed, at its start */
 	u32 acc[K2_LAT_BUCKETS];	/* k2_lat_fold() of past windows */
 	u32 base[K2_LAT_BUCKETS];	/* per-CPU sums when the target was set */
 	u64 reasons[K2_ADAPT_NR_REASONS];	/* decisions, by reason */
@@ -607,6 +608,17 @@ static u32 k2_adapt_samples(struct k2_data *kd)
 	return n;
 }
 
+/* The real-time samples above the target, counted on all CPUs. */
+static u64 k2_adapt_over(struct k2_data *kd)
+{
+	u64 n = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		n += READ_ONCE(per_cpu_ptr(kd->stats, cpu)->rt_over_target);
+	return n;
+}
+
 /* @hist = the latency histograms of all CPUs, summed (wrapping). */
 static void k2_lat_sum(struct k2_data *kd, u32 *hist)
 {
@@ -645,6 +657,7 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 	lockdep_assert_held(&kd->lock);
 	k2_lat_sum(kd, a->seen);
 	a->seen_samples = k2_adapt_samples(kd);
+	a->seen_over = k2_adapt_over(kd);
 	a->win_start = now;
 	a->next_check = jiffies;
 }
@@ -688,7 +701,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	struct k2_adapt *a = &kd->adapt;
 	unsigned long j = jiffies;
 	enum k2_adapt_reason why;
-	u64 now, total, est;
+	u64 now, total, est, over;
 	unsigned int b;
 	u32 n;
 
@@ -705,7 +718,8 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 		return;
 	now = ktime_get_ns();
 	n = k2_adapt_samples(kd) - a->seen_samples;
-	if (!k2_adapt_window_done(now - a->win_start, n, target)) {
+	over = k2_adapt_over(kd) - a->seen_over;
+	if (!k2_adapt_window_done(now - a->win_start, n, over, target)) {
 		a->next_check = j + k2_adapt_check_jiffies(target);
 		return;
 	}
@@ -717,6 +731,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 		a->seen[b] = cur;
 	}
 	a->seen_samples += n;
+	a->seen_over += over;
 	a->win_start = now;
 	a->next_check = j;
 	total = k2_lat_fold(a->acc, a->win);
@@ -1634,15 +1649,12 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	struct request_queue *q = data;
 	struct k2_data *kd = q->elevator->elevator_data;
 	struct k2_adapt *a = &kd->adapt;
-	u64 reasons[K2_ADAPT_NR_REASONS], over = 0;
+	u64 reasons[K2_ADAPT_NR_REASONS], over = k2_adapt_over(kd);
 	u32 bound, in_force, samples, window;
 	unsigned int i;
 	u64 est;
 	bool idle;
-	int cpu;
 
-	for_each_possible_cpu(cpu)
-		over += per_cpu_ptr(kd->stats, cpu)->rt_over_target;
 	spin_lock(&kd->lock);
 	bound = a->bound;
 	in_force = a->in_force;

@@ -569,12 +569,29 @@ TEST(latency_fold_halves_the_past)
 TEST(adapt_window_needs_samples_and_twice_the_target)
 {
 	CHECK(!k2_adapt_window_done(1000000000ULL, K2_ADAPT_MIN_SAMPLES - 1,
-				    1000));
-	CHECK(!k2_adapt_window_done(1999999, K2_ADAPT_MIN_SAMPLES, 1000));
-	CHECK(k2_adapt_window_done(2000000, K2_ADAPT_MIN_SAMPLES, 1000));
+				    0, 1000));
+	CHECK(!k2_adapt_window_done(1999999, K2_ADAPT_MIN_SAMPLES, 0, 1000));
+	CHECK(k2_adapt_window_done(2000000, K2_ADAPT_MIN_SAMPLES, 0, 1000));
 	/* the largest target does not overflow */
-	CHECK(!k2_adapt_window_done(2000ULL * K2_MAX_TARGET_US - 1, 1000,
+	CHECK(!k2_adapt_window_done(2000ULL * K2_MAX_TARGET_US - 1, 1000, 0,
 				    K2_MAX_TARGET_US));
+}
+
+TEST(adapt_window_ends_early_on_samples_over_the_target)
+{
+	u32 hist[K2_LAT_BUCKETS] = { 0 };
+
+	/* ten above the target end a window of fewer samples, not sooner */
+	CHECK(k2_adapt_window_done(2000000, K2_ADAPT_EARLY_OVER,
+				   K2_ADAPT_EARLY_OVER, 1000));
+	CHECK(!k2_adapt_window_done(2000000, K2_ADAPT_MIN_SAMPLES - 1,
+				    K2_ADAPT_EARLY_OVER - 1, 1000));
+	CHECK(!k2_adapt_window_done(1999999, K2_ADAPT_EARLY_OVER,
+				    K2_ADAPT_EARLY_OVER, 1000));
+	/* and then the 99.9th percentile of up to 9999 samples is over it */
+	hist[k2_lat_bucket(100)] = 9999 - K2_ADAPT_EARLY_OVER;
+	hist[k2_lat_bucket(2000)] = K2_ADAPT_EARLY_OVER;
+	CHECK(k2_lat_percentile(hist, 9999, K2_ADAPT_PERMILLE) > 1000);
 }
 
 TEST(adapt_steps)
@@ -684,28 +701,38 @@ static u32 sim_best_bound(unsigned int load_pct, u32 max)
 struct sim_run {
 	u32 bound;
 	u32 acc[K2_LAT_BUCKETS];
+	u64 samples;		/* real-time samples so far */
 };
 
-/* One window as the glue runs it; returns the estimate. */
-static u64 sim_window(struct sim_run *r, unsigned int load_pct, u32 max,
-		      u32 *all)
+/*
+ * One window as the glue runs it (samples counted, with those above the
+ * target, until k2_adapt_window_done(); time taken as long enough);
+ * returns the decision.
+ */
+static enum k2_adapt_reason sim_window(struct sim_run *r,
+				       unsigned int load_pct, u32 max,
+				       u32 *all)
 {
 	u32 win[K2_LAT_BUCKETS] = { 0 };
-	unsigned int i;
+	enum k2_adapt_reason why;
+	unsigned int i = 0, over = 0;
 	u64 lat, est, total;
 
-	for (i = 0; i < K2_ADAPT_MIN_SAMPLES; i++) {
+	while (!k2_adapt_window_done(2000ULL * TARGET_US, i, over, TARGET_US)) {
 		lat = sim_latency(r->bound, load_pct);
 		win[k2_lat_bucket(lat)]++;
+		over += lat > TARGET_US;
 		if (all)
 			all[k2_lat_bucket(lat)]++;
+		i++;
 	}
+	r->samples += i;
 	total = k2_lat_fold(r->acc, win);
 	est = k2_lat_percentile(r->acc, total, K2_ADAPT_PERMILLE);
-	if (k2_adapt_decide(r->bound, max, est, TARGET_US, &r->bound) ==
-	    K2_ADAPT_DOWN)
+	why = k2_adapt_decide(r->bound, max, est, TARGET_US, &r->bound);
+	if (why == K2_ADAPT_DOWN)
 		memset(r->acc, 0, sizeof(r->acc));
-	return est;
+	return why;
 }
 
 /*
@@ -728,8 +755,10 @@ TEST(adapt_converges_and_stays_in_band)
 	printf("adapt: from bound 1 to the best fixed bound in %u windows\n", w);
 	CHECK(w <= 10);
 	for (w = 0; w < 200; w++) {
+		u64 before = r.samples;
+
 		sim_window(&r, 100, 64, all);
-		total += K2_ADAPT_MIN_SAMPLES;
+		total += r.samples - before;
 		if (r.bound < lo)
 			lo = r.bound;
 		if (r.bound > hi)
@@ -776,6 +805,38 @@ TEST(adapt_follows_a_step_in_load)
 	CHECK(r.bound * 2 >= light);
 }
 
+/*
+ * A step to a load under which nearly every real-time request misses the
+ * target at the old bound (another request ahead on its die with
+ * probability 1/2, where it was 1/32): windows end after
+ * K2_ADAPT_EARLY_OVER samples, and the bound is down near the new best
+ * after fewer samples than two full windows hold, where full windows
+ * would have taken one each per fall.
+ */
+TEST(adapt_falls_after_few_samples_when_most_miss)
+{
+	struct sim_run r = { .bound = 1 };
+	u32 heavy = sim_best_bound(400, 64);
+	unsigned int w, falls = 0;
+	u64 step;
+
+	for (w = 0; w < 100; w++)
+		sim_window(&r, 25, 64, NULL);
+	CHECK(r.bound > 4 * heavy);
+	step = r.samples;
+	CHECK_EQ(sim_window(&r, 400, 64, NULL), K2_ADAPT_DOWN);
+	printf("adapt: severe load step: first fall after %llu samples\n",
+	       (unsigned long long)(r.samples - step));
+	CHECK(r.samples - step <= 2 * K2_ADAPT_EARLY_OVER);
+	for (w = 0; w < 16 && r.bound > heavy + 2; w++)
+		falls += sim_window(&r, 400, 64, NULL) == K2_ADAPT_DOWN;
+	printf("adapt: severe load step: bound %u (best %u) after %llu samples, "
+	       "%u more falls\n", r.bound, heavy,
+	       (unsigned long long)(r.samples - step), falls);
+	CHECK(r.bound <= heavy + 2);
+	CHECK(r.samples - step < 2 * K2_ADAPT_MIN_SAMPLES);
+}
+
 UNIT_MAIN(
 	UNIT(rt_levels_map_to_their_own_queue),
 	UNIT(rt_levels_0_and_7_differ_public_k2_bug),
@@ -802,8 +863,10 @@ UNIT_MAIN(
 	UNIT(latency_percentile_counts_from_the_top),
 	UNIT(latency_fold_halves_the_past),
 	UNIT(adapt_window_needs_samples_and_twice_the_target),
+	UNIT(adapt_window_ends_early_on_samples_over_the_target),
 	UNIT(adapt_steps),
 	UNIT(adapt_in_force),
 	UNIT(adapt_converges_and_stays_in_band),
-	UNIT(adapt_follows_a_step_in_load)
+	UNIT(adapt_follows_a_step_in_load),
+	UNIT(adapt_falls_after_few_samples_when_most_miss)
 )
