@@ -161,8 +161,9 @@ def trace_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     tr = p.get("trace")
     if not tr:
         return []
-    what = "every run, kept beside it" if tr.get("saved") else \
-        "only in the runs that measure tracing's cost, not kept"
+    what = ("every run, kept beside it" if tr.get("saved") else
+            "only in the configurations that ask for them, kept beside their runs"
+            if tr.get("kept") else "only in the runs that measure tracing's cost, not kept")
     return [("Tracing", f"{tr['tracer']}, {tr.get('buffer_kb_per_cpu')} KiB per CPU"
              + (f", clock {tr['clock']}" if tr.get("clock") else "")
              + f"; events {', '.join(tr.get('events', []))}; {what}")]
@@ -193,7 +194,7 @@ def write(folder: str | Path) -> Path:
     text = header(res, f"{suite.title}") + "\n" + rep.body + traces
     text += ("\n## Files\n\n`manifest.json` (parameters, order, one record per run), "
              "`runs/NNN-*.fio` (the exact job files), `runs/NNN-*.json` (fio's output), "
-             + ("`runs/NNN-*.trace.txt` or `runs/NNN-*.lttng/` (the traces), "
+             + ("`runs/NNN-*.trace.txt.gz` or `runs/NNN-*.lttng/` (the traces), "
                 if trace_summary else "")
              + "`plots/`.\n")
     summary = {**rep.summary, **({"traces": trace_summary} if trace_summary else {})}

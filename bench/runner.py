@@ -12,8 +12,10 @@ Results folder (results/<suite>-<device>-<UTC time>/):
   runs/NNN-<key>.fio   the exact job file of run NNN
   runs/NNN-<key>.json  fio's raw JSON output
   runs/NNN-<key>.log   fio's stdout/stderr
-  runs/NNN-<key>.trace.txt  with --trace ftrace: the events of that run (text)
-  runs/NNN-<key>.lttng/     with --trace lttng: its CTF trace
+  runs/NNN-<key>.trace.txt.gz  with --trace ftrace: the events of that run
+                               (text, gzip'd); also a configuration's
+                               record_events with keep_trace
+  runs/NNN-<key>.lttng/        with --trace lttng: its CTF trace
 """
 from __future__ import annotations
 
@@ -59,8 +61,12 @@ class Config:
     tunables: tuple[tuple[str, Label], ...] = ()
     labels: tuple[tuple[str, Label], ...] = ()
     #: trace events (SYS or SYS:EVENT) recorded into the ftrace ring buffer
-    #: during this run and not kept: what tracing costs (overhead --traced)
+    #: during this run and, unless @keep_trace, not kept: what tracing costs
+    #: (overhead --traced)
     record_events: tuple[str, ...] = ()
+    #: save this run's trace beside it (runs/NNN-<key>.trace.txt.gz, the run's
+    #: manifest `trace` entry naming it) as --trace saves every run's
+    keep_trace: bool = False
     #: fio's --output-format: "json+" adds each job's latency histogram
     fio_output: str = "json"
     #: tunables known only right before the run (read from the device then,
@@ -332,7 +338,8 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                     (runs_dir / f"{base}.log").write_text(log)
                     traced: dict[str, Any] = {}
                     if tr is not None and events:
-                        name = f"{base}{tr.suffix()}" if tr.save else None
+                        keep = tr.save or c.keep_trace
+                        name = f"{base}{tr.suffix()}" if keep else None
                         traced = {"tracer": tr.tracer.kind,
                                   "events": [str(e) for e in events],
                                   "file": f"runs/{name}" if name else None,

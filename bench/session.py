@@ -149,7 +149,8 @@ def run_suite(target: Target, args: argparse.Namespace, out: TextIO = sys.stdout
         record = list(dict.fromkeys(e for c in plan.configs() for e in c.record_events))
         ctx.tracing = tracemod.setup(target, args.trace, args.trace_events or "",
                                      args.trace_buffer_kb, measured, info.kind, record,
-                                     cleanups.add)
+                                     cleanups.add,
+                                     keep=any(c.keep_trace for c in plan.configs()))
         if ctx.tracing is not None:
             plan.notes += ctx.tracing.notes
             plan.params["trace"] = ctx.tracing.describe()

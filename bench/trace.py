@@ -17,7 +17,7 @@ everything back.  tracefs is mounted if it is not.  Per run: clear the
 buffer, enable the chosen events, `tracing_on` right before fio and off right
 after in the same shell, read the per-CPU `stats` (overrun, dropped and
 commit-overrun events are lost ones), save the text as
-`runs/NNN-<key>.trace.txt`.
+`runs/NNN-<key>.trace.txt.gz` (gzip).
 
 lttng: a kernel session per run (`lttng create --output`, one channel of
 `--trace-buffer-kb` per CPU, `lttng enable-event -k '<sys>_*'`), started
@@ -330,10 +330,10 @@ class Ftrace(Tracer):
         per_cpu = parse_stats(out)
         info: dict[str, Any] = {**stats_summary(per_cpu), "per_cpu": per_cpu}
         if dest is not None:
-            text = gzip.decompress(self.t.read_file(tmp))
-            dest.write_bytes(text)
+            data = self.t.read_file(tmp)      # kept compressed: text is 8-10x larger
+            dest.write_bytes(data)
             info["lost_marks"] = sum(int(n) for n in re.findall(
-                rb"\[LOST (\d+) EVENTS\]", text))
+                rb"\[LOST (\d+) EVENTS\]", gzip.decompress(data)))
             self.t.run(f"rm -f {q(tmp)}")
         return info
 
@@ -475,27 +475,33 @@ class Lttng(Tracer):
 
 @dataclass
 class Tracing:
-    """What the runner records per run: with --trace, @events in every run,
-    saved beside its fio JSON; otherwise only configurations that ask for
-    events themselves (a configuration's record_events), not saved (their
-    cost is the measurement)."""
+    """What the runner records per run: with --trace, @events in every run
+    (and a configuration's own record_events), saved beside its fio JSON;
+    otherwise only configurations that ask for events themselves (a
+    configuration's record_events), not saved (their cost is the
+    measurement) unless the configuration keeps them (keep_trace: @kept
+    says some do)."""
     tracer: Tracer
     events: list[EventSpec]
     save: bool
     notes: list[str] = field(default_factory=list)
+    kept: bool = False
 
     def events_for(self, record_events: Sequence[str]) -> list[EventSpec]:
-        """The events of a run whose configuration asks for @record_events."""
-        if record_events:
-            return parse_events(record_events)
-        return self.events if self.save else []
+        """The events of a run whose configuration asks for @record_events:
+        those, and with --trace every run's besides."""
+        own = parse_events(record_events)
+        if not self.save:
+            return own
+        return self.events + [e for e in own
+                              if e not in self.events and EventSpec(e.system) not in self.events]
 
     def suffix(self) -> str:
-        return ".trace.txt" if self.tracer.kind == "ftrace" else ".lttng"
+        return ".trace.txt.gz" if self.tracer.kind == "ftrace" else ".lttng"
 
     def describe(self) -> dict[str, Any]:
         return {**self.tracer.describe(), "events": [str(e) for e in self.events],
-                "saved": self.save, "notes": self.notes}
+                "saved": self.save, "kept": self.kept, "notes": self.notes}
 
 
 def make_tracer(kind: str, target: Target, buffer_kb: int) -> Tracer:
@@ -508,10 +514,11 @@ def make_tracer(kind: str, target: Target, buffer_kb: int) -> Tracer:
 
 def setup(target: Target, kind: str | None, extra: str, buffer_kb: int,
           schedulers: list[str], device_kind: str, record: list[str], on_exit: OnExit,
-          tracer: Tracer | None = None) -> Tracing | None:
+          tracer: Tracer | None = None, keep: bool = False) -> Tracing | None:
     """The tracing of one `bench run`: with @kind (--trace) every run's
     events; else, when configurations ask for @record events, an ftrace
-    instance recording only those; else None."""
+    instance recording only those (@keep: some configurations keep them);
+    else None."""
     if kind is None and not record:
         if extra:
             raise ValueError("--trace-events needs --trace ftrace|lttng")
@@ -531,7 +538,8 @@ def setup(target: Target, kind: str | None, extra: str, buffer_kb: int,
         raise TraceError("; ".join([str(e), *tracer.missing])) from None
     gone = {n.split()[1] for n in notes}       # "no <sys> events to record ..."
     notes += [m for m in tracer.missing if m.split(":")[0] in gone]
-    return Tracing(tracer, chosen, save=kind is not None, notes=notes)
+    return Tracing(tracer, chosen, save=kind is not None, notes=notes,
+                   kept=keep and kind is None)
 
 
 # ---------------------------------------------------------------------------
@@ -601,9 +609,12 @@ def report_section(res: Results) -> tuple[str, dict[str, Any]]:
             what = ", ".join(f"{s} {n}" for s, n in counts.items() if n)
             rows.append([key, rs[0].scheduler, "–", f"(no requests; events: {what})" if what
                          else "(no event recorded)", "–", "–", "–", "–", lost])
-    tracer = res.manifest.get("params", {}).get("trace", {}).get("tracer", "?")
+    params = res.manifest.get("params", {}).get("trace", {})
+    tracer = params.get("tracer", "?")
+    where = ("each run" if params.get("saved", True) else
+             "the runs of the configurations that keep their events")
     out = ["\n## Traces: staged and device time\n\n"
-           f"Recorded with {tracer} beside each run (the `trace` entry of each run in "
+           f"Recorded with {tracer} beside {where} (the `trace` entry of each run in "
            "`manifest.json`; `scripts/trace-report FILE` reports one run in full). Per "
            "configuration, its repetitions together: requests completed in the trace, "
            "staged time (insert to dispatch) and device time (dispatch to completion) "

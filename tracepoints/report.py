@@ -29,6 +29,7 @@ ssdsim (the emulated SSD, not a scheduler) has its own events: requests
 """
 from __future__ import annotations
 
+import gzip
 import math
 import re
 from collections import Counter, defaultdict
@@ -181,9 +182,12 @@ def read_ctf(path: Path, system: str) -> Trace:
 
 
 def read_trace(path: Path, system: str) -> Trace:
-    """A CTF trace directory, or an ftrace text file."""
+    """A CTF trace directory, or an ftrace text file (gzip'd if it ends in .gz)."""
     if path.is_dir():
         return read_ctf(path, system)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", errors="replace") as f:
+            return read_ftrace(f.read(), system)
     return read_ftrace(path.read_text(errors="replace"), system)
 
 
@@ -395,6 +399,16 @@ def _rt(bd: Breakdown) -> list[Request]:
     return sorted((r for r in bd.requests if 0 <= r.queue < 8), key=lambda r: r.complete_ns)
 
 
+def bound_steps(adj: list[Adjust], t0_ns: int) -> list[tuple[float, int]]:
+    """The bound in force as steps (seconds from @t0_ns, the bound from
+    then on): the first decision's old bound from that decision, then each
+    new one."""
+    if not adj:
+        return []
+    return [((adj[0].ts_ns - t0_ns) / 1e9, adj[0].old)] + \
+        [((a.ts_ns - t0_ns) / 1e9, a.new) for a in adj]
+
+
 def adaptive_markdown(trace: Trace, bd: Breakdown) -> str:
     """The adaptive bound's decisions and the bound in force over the trace,
     beside the real-time latencies; empty without k2_adjust events."""
@@ -433,8 +447,8 @@ def adaptive_plot(trace: Trace, bd: Breakdown, outdir: Path, system: str = "k2")
     rt = _rt(bd)
     t0 = min([adj[0].ts_ns] + [r.insert_ns for r in rt])
     fig, (top, bot) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
-    xs = [(adj[0].ts_ns - t0) / 1e9] + [(a.ts_ns - t0) / 1e9 for a in adj]
-    top.step(xs, [adj[0].old] + [a.new for a in adj], where="post", label="bound in force")
+    steps = bound_steps(adj, t0)
+    top.step([t for t, _ in steps], [b for _, b in steps], where="post", label="bound in force")
     top.set_ylabel("requests")
     top.legend(loc="upper right")
     top.grid(True, alpha=0.3)
@@ -455,6 +469,59 @@ def adaptive_plot(trace: Trace, bd: Breakdown, outdir: Path, system: str = "k2")
     fig.savefig(p, dpi=110)
     plt.close(fig)
     return [p]
+
+
+@dataclass
+class Timeline:
+    """A k2 trace over time, in seconds from its first event, and in windows
+    of window_ns from there (the windows that end within the trace)."""
+    window_ns: int
+    span_s: float                          # first to last event
+    bound: list[tuple[float, int]]         # steps from 0: empty without k2_adjust
+    rt: list[tuple[float, float]]          # each RT request: completion (s), latency (ms)
+    rt_p99_ms: list[float]                 # per window: its RT completions' p99 (nan: none)
+    bw_mib_s: list[float]                  # per window: every class's completions, MiB/s
+
+    @property
+    def window_s(self) -> float:
+        return self.window_ns / 1e9
+
+    def starts(self) -> list[float]:
+        """Each window's start (s)."""
+        return [i * self.window_s for i in range(len(self.bw_mib_s))]
+
+
+def timeline(trace: Trace, window_ns: int = 0, system: str = "k2") -> Timeline:
+    """@trace over time from its first event: the adaptive bound in force
+    (k2_adjust; before the first, its old bound), each real-time request's
+    latency (insert to completion) at its completion, and per window of
+    @window_ns (0: auto_window() for about 40 windows) the nearest-rank
+    p99 of the real-time latencies completed in it and the bandwidth
+    completed in it (nr_sector * 512 bytes of each request of any class,
+    reads and writes).  Requests that are not whole in the trace are left
+    out; a last window cut short by the trace's end is dropped."""
+    if window_ns < 0:
+        raise ValueError(f"window of {window_ns} ns")
+    evs = [e.ts_ns for e in trace.events if e.name.startswith(system + "_")]
+    t0, span = (min(evs), max(evs) - min(evs)) if evs else (0, 0)
+    window_ns = window_ns or auto_window(span, 40)
+    n = span // window_ns
+    bd = breakdown(trace, system)
+    adj = adjustments(trace, system)
+    bound = [(0.0, adj[0].old)] + bound_steps(adj, t0)[1:] if adj else []
+    lat: list[list[int]] = [[] for _ in range(n)]
+    done = [0] * n
+    for r in bd.requests:
+        i = (r.complete_ns - t0) // window_ns
+        if i < n:
+            done[i] += r.nr_sector * 512
+            if 0 <= r.queue < 8:
+                lat[i].append(r.total_ns)
+    return Timeline(
+        window_ns, span / 1e9, bound,
+        [((r.complete_ns - t0) / 1e9, r.total_ns / 1e6) for r in _rt(bd)],
+        [percentile(sorted(v), 99.0) / 1e6 for v in lat],
+        [b / (1 << 20) / (window_ns / 1e9) for b in done])
 
 
 # -- flashfq: each task's share of the device -------------------------------------------

@@ -24,8 +24,13 @@ p99.9 and a higher bandwidth).  With --changing-load, a run whose
 background load changes halfway (1 best-effort job of the operation, then
 --changing-be-jobs of --changing-be-op, random writes by default: behind
 programs on the dies the same bound means a much longer wait), at every
-fixed bound and at the first target: the RT p99.9 and the bandwidth of each half, and which of them meet
-the target in both halves.
+fixed bound and at the first target: the RT p99.9 and the bandwidth of
+each half, and which of them meet the target in both halves.  These runs
+record k2's trace events and keep them (runs/NNN-<key>.trace.txt.gz), from
+which a figure shows the adaptive run over time: the bound in force, each
+RT request's latency and their p99 per window against the target, and the
+bandwidth per window beside that of the best fixed bound meeting the
+target, the second half's start marked.
 """
 from __future__ import annotations
 
@@ -278,17 +283,50 @@ def half_metrics(r: Run) -> dict[str, float]:
     return out
 
 
+def changing_conf(lb: dict[str, Any]) -> str:
+    """A changing-load run's configuration: "k2-<bound>" or "adaptive-<target>"."""
+    return f"adaptive-{lb['target_us']}" if "target_us" in lb else f"k2-{lb['bound']}"
+
+
 def collect_changing(res: Results) -> dict[str, dict[str, list[dict[str, float]]]]:
-    """op -> configuration ("k2-<bound>" or "adaptive-<target>") -> per-run
-    metrics of the changing-load runs."""
+    """op -> configuration (changing_conf()) -> per-run metrics of the
+    changing-load runs."""
     out: dict[str, dict[str, list[dict[str, float]]]] = {}
     for r in res.runs:
         lb = r.labels
         if "changing" not in lb:
             continue
-        key = (f"adaptive-{lb['target_us']}" if "target_us" in lb else f"k2-{lb['bound']}")
-        out.setdefault(lb["op"], {}).setdefault(key, []).append(half_metrics(r))
+        out.setdefault(lb["op"], {}).setdefault(changing_conf(lb), []).append(half_metrics(r))
     return out
+
+
+def first_traced(res: Results, op: str, conf: str) -> Run | None:
+    """The first repetition of changing-load configuration @conf of @op
+    whose trace was kept (the file there), or None."""
+    runs = [r for r in res.runs if "changing" in r.labels and r.labels.get("op") == op
+            and changing_conf(r.labels) == conf and r.rec.get("trace", {}).get("file")
+            and (res.folder / r.rec["trace"]["file"]).exists()]
+    return min(runs, key=lambda r: (r.rec.get("rep", 0), r.rec.get("i", 0)), default=None)
+
+
+def seconds(text: str) -> float:
+    """An fio time ("12s", "500ms", "3": seconds)."""
+    for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * scale
+    return float(text)
+
+
+def halfway_s(res: Results, r: Run) -> float:
+    """When a changing-load run's second half starts, in seconds after fio
+    starts: its jobs' startdelay (changing_jobfile()), else the ramp and
+    the suite's run time (half the changing-load run's)."""
+    try:
+        opts = jobs.parse_options((res.folder / r.rec["job"]).read_text())
+        return max(seconds(str(o["startdelay"])) for o in opts.values() if o.get("startdelay"))
+    except (OSError, KeyError, ValueError):
+        p = res.manifest.get("params", {})
+        return float(p.get("ramp", 0)) + float(p.get("runtime", 0))
 
 
 def points(by_bound: dict[int, list[dict[str, float]]]) -> tuple[Point | None, list[Point]]:
@@ -508,8 +546,15 @@ class K2Suite(Suite):
                 if b == "adaptive":
                     lbl += (("target_us", target),)
                 name = f"adaptive-{target}" if b == "adaptive" else f"k2-{b}"
+                # every k2 event (each request's life cycle, k2_adjust), kept
+                # beside the run for the report's figure over time: at the
+                # few hundred requests a second of these runs on ssdsim the
+                # tracepoints' cost is negligible (on a fast device it is
+                # what overhead --traced measures, and --trace-buffer-kb
+                # may overflow: the trace section counts lost events)
                 blocks.append([Config(f"changing/{op}/{name}", "k2", text, runtime + 2 * ramp,
-                                      tunables=tun, labels=lbl)])
+                                      tunables=tun, labels=lbl, record_events=("k2",),
+                                      keep_trace=True)])
             phases.append(Phase(f"changing/{op}", blocks,
                                 None if occ == "asis" else occupier(occ == "full"),
                                 f"changing load, {OPS[op]}, {OCCUPANCIES[occ]}",
@@ -769,12 +814,12 @@ class K2Suite(Suite):
                                                  "meets": meets, "bw_kib_mean": bw}
                 names.append(name.replace("k2 adaptive, target ", "adaptive\n"))
                 sums.append(ms)
-            ad = next((v for k, v in summary.get(op, {}).items() if k.startswith("adaptive")),
-                      None)
+            ad_key, ad = next(((k, v) for k, v in summary.get(op, {}).items()
+                               if k.startswith("adaptive")), ("", None))
             fixed_ok = {k: v for k, v in summary.get(op, {}).items()
                         if k.startswith("k2-") and v["meets"]}
+            best = max(fixed_ok.items(), key=lambda kv: kv[1]["bw_kib_mean"], default=None)
             if ad is not None:
-                best = max(fixed_ok.items(), key=lambda kv: kv[1]["bw_kib_mean"], default=None)
                 beaten = best is None or best[1]["bw_kib_mean"] < ad["bw_kib_mean"]
                 findings.append(
                     f"changing load, {OPS.get(op, op)}: k2 adaptive meets the target in both "
@@ -806,8 +851,89 @@ class K2Suite(Suite):
             png = save(fig, plots / f"k2-changing-{op}.png")
             out.append(f"\n### {OPS.get(op, op).capitalize()}\n\n{tab}\n![changing load "
                        f"{op}]({png})\n")
+            if ad is not None:
+                out.append(self._changing_time(res, op, ad_key, target,
+                                               best[0] if best else None, plots))
             tables.append(f"\nChanging load, {OPS.get(op, op)}:\n\n{tab}")
         return "".join(out), summary, findings, tables
+
+    def _changing_time(self, res: Results, op: str, adaptive: str, target: int,
+                       fixed: str | None, plots: Path) -> str:
+        """The adaptive changing-load run over time, from its kept k2 trace:
+        the bound in force, the RT latencies and their p99 per window against
+        the target, the bandwidth per window beside that of @fixed (the
+        best fixed bound meeting the target); a paragraph and the figure,
+        '' without the trace (results from before the runs kept it)."""
+        ad = first_traced(res, op, adaptive)
+        if ad is None:
+            return ""
+        from tracepoints import report as tr
+
+        fr = first_traced(res, op, fixed) if fixed else None
+        try:
+            tl = tr.timeline(tr.read_trace(res.folder / ad.rec["trace"]["file"], "k2"))
+            ftl = (tr.timeline(tr.read_trace(res.folder / fr.rec["trace"]["file"], "k2"),
+                               tl.window_ns) if fr else None)
+        except (OSError, ImportError) as e:     # an LTTng trace without babeltrace2
+            return f"\nNo figure over time: {e}.\n"
+        half = halfway_s(res, ad)
+        bound = fixed.split("-", 1)[1] if fixed else ""
+        fig, ax = figure(1, 3, width=9.0, height=2.3)
+        top, mid, bot = (a[0] for a in ax)
+
+        def steps(a: Any, t: tr.Timeline, ys: list[float], **kw: Any) -> None:
+            if ys:
+                a.step(t.starts() + [len(ys) * t.window_s], ys + ys[-1:], where="post", **kw)
+
+        if tl.bound:
+            xs = [t for t, _ in tl.bound] + [tl.span_s]
+            top.step(xs, [b for _, b in tl.bound] + [tl.bound[-1][1]], where="post",
+                     label="adaptive: bound in force")
+        if fixed:
+            top.axhline(int(bound), color="tab:green", ls=":", label=f"fixed bound {bound}")
+        top.set_ylabel("bound (requests)")
+        if tl.rt:
+            mid.scatter([t for t, _ in tl.rt], [ms for _, ms in tl.rt], s=3, alpha=0.4,
+                        label="adaptive: RT latency")
+        steps(mid, tl, tl.rt_p99_ms, color="tab:orange", label="adaptive: RT p99 per window")
+        mid.axhline(target / 1000, color="tab:red", ls="--", label="target")
+        mid.set_yscale("log")
+        mid.set_ylabel("RT latency (ms)")
+        steps(bot, tl, tl.bw_mib_s, label="adaptive")
+        if ftl:
+            steps(bot, ftl, ftl.bw_mib_s, color="tab:green", label=f"fixed bound {bound}")
+        bot.set_ylabel("total MiB/s per window")
+        for a in (top, bot):
+            a.set_ylim(bottom=0)
+        bot.set_xlabel("time from the trace's first event (s)")
+        for a in (top, mid, bot):
+            a.axvline(half, color="grey", ls="-.",
+                      label="second half starts" if a is top else None)
+            a.set_xlim(0, max(tl.span_s, half))
+            a.grid(alpha=0.3)
+            a.legend(fontsize=7, loc="upper left")
+        top.set_title(f"changing load, {OPS.get(op, op)}: k2 adaptive, target "
+                      f"{target / 1000:g} ms, over time", fontsize=9)
+        png = save(fig, plots / f"k2-changing-{op}-time.png")
+        lost = int(ad.rec["trace"].get("lost") or 0)
+        reps = len({r.rec.get("rep") for r in res.runs if "changing" in r.labels
+                    and r.labels.get("op") == op and changing_conf(r.labels) == adaptive})
+        return (f"\nOver time, from the k2 events recorded during the run"
+                + (f" (of {reps} repetitions, the first of each configuration with a "
+                   "kept trace)" if reps > 1 else "")
+                + ": the adaptive bound in force (top); each RT request's latency, insert "
+                f"to completion, and their p99 per {tl.window_s:g} s window against the "
+                f"target (middle); the bandwidth completed per window (bottom)"
+                + (f", beside fixed bound {bound}'s, the best that meets the target in both "
+                   "halves" if ftl else
+                   f" (fixed bound {bound}, the best that meets the target, kept no trace)"
+                   if fixed else "")
+                + f". The vertical line marks the second half's start ({half:g} s after "
+                "fio's); time runs from the first traced event, ramps included."
+                + (f" **The tracer lost {lost} event(s) of this run**: the figure misses "
+                   "their requests (ftrace overwrites the oldest, which moves time 0 later)."
+                   if lost else "")
+                + f"\n\n![changing load {op} over time]({png})\n")
 
     def _pressure_section(self, res: Results,
                           data: dict[str, dict[tuple[str, str, str], list[dict[str, float]]]],

@@ -3,7 +3,9 @@ folders (bench/tests/fixtures: real runs of the demo in the VM on the
 throttled NVMe device, trimmed with trim_results.py)."""
 from __future__ import annotations
 
+import gzip
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -265,11 +267,10 @@ def test_demo_index_and_its_rewrite(tmp_path: Path) -> None:
     assert (top / "report.md").read_text() == text
 
 
-def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
-    """Adaptive rows (the fixture's bound-8 runs relabelled as a 5 ms target)
-    and a changing-load run (a bound-1 run's jobs renamed to each half's):
-    the table rows, the frontier finding and plot, the changing-load table,
-    finding and plot."""
+def changing_load_folder(tmp_path: Path, target_us: int = 5000) -> Path:
+    """The k2 fixture with adaptive rows (its bound-8 runs relabelled as a
+    @target_us target) and a changing-load run of bound 1 and of the target
+    (a bound-1 run's jobs renamed to each half's), without traces."""
     folder = copy("k2", tmp_path)
     m = json.loads((folder / "manifest.json").read_text())
     runs = m["runs"]
@@ -278,8 +279,8 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
         lb = r["labels"]
         if lb.get("occupancy") == "empty" and lb.get("op") == "randread" and lb["bound"] == 8:
             a = json.loads(json.dumps(r))
-            a["key"] = "empty/randread/k2-adaptive-5000"
-            a["labels"] = {**lb, "bound": "adaptive", "target_us": 5000}
+            a["key"] = f"empty/randread/k2-adaptive-{target_us}"
+            a["labels"] = {**lb, "bound": "adaptive", "target_us": target_us}
             extra.append(a)
     one = next(r for r in runs if r["labels"].get("occupancy") == "empty"
                and r["labels"].get("op") == "randread" and r["labels"]["bound"] == 1)
@@ -292,16 +293,24 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
     line = k2suite.SUITE.brief(None, raw)  # type: ignore[arg-type]
     assert line.startswith("RT1 p99.9 ") and ", RT2 p99.9 " in line and "MiB/s" in line
     for key, lb in (("changing/randread/k2-1", {"bound": 1}),
-                    ("changing/randread/adaptive-5000", {"bound": "adaptive",
-                                                         "target_us": 5000})):
+                    (f"changing/randread/adaptive-{target_us}", {"bound": "adaptive",
+                                                                 "target_us": target_us})):
         c = json.loads(json.dumps(one))
         c.update(key=key, json="runs/900-changing.json",
                  labels={"changing": "1x32->3x32", "op": "randread", **lb})
         extra.append(c)
     m["runs"] = runs + extra
-    m["params"]["targets_us"] = [5000]
+    m["params"]["targets_us"] = [target_us]
     (folder / "manifest.json").write_text(json.dumps(m))
+    return folder
 
+
+def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
+    """Adaptive rows and a changing-load run (changing_load_folder()): the
+    table rows, the frontier finding and plot, the changing-load table,
+    finding and plot; no figure over time without the runs' traces."""
+    folder = changing_load_folder(tmp_path)
+    raw = json.loads((folder / "runs" / "900-changing.json").read_text())
     text = report.write(folder).read_text()
     assert "| k2 adaptive, target 5 ms |" in text
     assert "random read, empty: k2 adaptive, target 5 ms: RT p99.9" in text
@@ -320,3 +329,73 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
     # the fixed-bound analysis never sees the adaptive or changing runs
     data = k2suite.collect(results.load(folder))
     assert sorted(data["empty"]["randread"]) == [0, 1, 8, 64]
+    # results from before the changing-load runs kept k2's events: no figure
+    # over time, no trace section
+    assert "over time" not in text and "## Traces" not in text
+    assert not (folder / "plots" / "k2-changing-randread-time.png").exists()
+
+
+def changing_trace(be_kib: int) -> str:
+    """A k2 trace of a changing-load run from 100 s to 105.5 s: an RT read
+    every 50 ms (2 ms, from 102.5 s 4 ms), a best-effort read of @be_kib
+    every 100 ms, and the adaptive bound's decisions."""
+    from tracepoints.tests.test_trace_report import k2_adjust, k2_request
+    out = [k2_adjust(100.0, 64, 1, "return"), k2_adjust(101.0, 1, 2), k2_adjust(102.0, 2, 4),
+           k2_adjust(103.0, 4, 2, "down")]
+    for i in range(110):
+        t = 100.0 + i * 0.05
+        out.append(k2_request(2 * i, 0, t, t + (0.002 if t < 102.5 else 0.004)))
+        if i % 2:
+            out.append(k2_request(2 * i + 1, 8, t, t + 0.01, be_kib * 2))
+    return "".join(out) + k2_adjust(105.5, 2, 2, "hold")
+
+
+def test_k2_changing_load_over_time(tmp_path: Path) -> None:
+    """Changing-load runs that kept their k2 trace (the adaptive one in two
+    repetitions, the second without a trace; fixed bound 1 meets a 1 s
+    target): a figure over time per op, said and linked under its table,
+    the adaptive run beside fixed bound 1; the trace section has their
+    rows.  Without fixed bound 1's trace, the figure says so."""
+    folder = changing_load_folder(tmp_path, 1_000_000)
+    m = json.loads((folder / "manifest.json").read_text())
+    (folder / "runs" / "900-changing.fio").write_text(k2suite.changing_jobfile(
+        "/dev/x", 1 << 30, "randread", 4.0, 0.5, "io_uring", 2000, (1, 3), 32, 2))
+    changing = [r for r in m["runs"] if "changing" in r["labels"]]
+    for i, r in enumerate(changing):
+        name = f"runs/90{i + 1}-changing.trace.txt.gz"     # as the runner keeps them
+        (folder / name).write_bytes(gzip.compress(
+            changing_trace(32 if r["labels"]["bound"] == 1 else 64).encode()))
+        r.update(job="runs/900-changing.fio", rep=0,
+                 trace={"tracer": "ftrace", "events": ["k2"], "file": name, "lost": 0})
+    again = dict(json.loads(json.dumps(changing[-1])), rep=1)
+    del again["trace"]
+    m["runs"].append(again)
+    m["params"]["trace"] = {"tracer": "ftrace", "buffer_kb_per_cpu": 16384, "clock": "mono",
+                            "events": ["k2"], "saved": False, "kept": True}
+    (folder / "manifest.json").write_text(json.dumps(m))
+
+    text = report.write(folder).read_text()
+    assert is_png(folder / "plots" / "k2-changing-randread-time.png")
+    assert "\n![changing load randread over time](plots/k2-changing-randread-time.png)\n" \
+        in text
+    para = next(ln for ln in text.splitlines() if ln.startswith("Over time"))
+    # 5.5 s of trace: 0.2 s windows; the second half starts at ramp + 2 s
+    assert "(of 2 repetitions, the first of each configuration with a kept trace)" in para
+    assert "per 0.2 s window" in para
+    assert "beside fixed bound 1's, the best that meets the target in both halves" in para
+    assert "(2.5 s after fio's)" in para
+    assert text.index("k2-changing-randread.png") < text.index("k2-changing-randread-time.png")
+    # the trace section reports the kept traces; the header says which runs keep them
+    sec = text[text.index("## Traces"):]
+    assert "beside the runs of the configurations that keep their events" in sec
+    assert re.search(r"\| changing/randread/adaptive-1000000 \| k2 \| k2 \| rt0 \| 110 \|", sec)
+    assert re.search(r"\| changing/randread/k2-1 \| k2 \| k2 \| be \| 55 \|", sec)
+    assert "only in the configurations that ask for them, kept beside their runs" in text
+
+    (folder / changing[0]["trace"]["file"]).unlink()
+    changing[1]["trace"]["lost"] = 3
+    (folder / "manifest.json").write_text(json.dumps(m))
+    text = report.write(folder).read_text()
+    assert "(fixed bound 1, the best that meets the target, kept no trace)" in text
+    assert "**The tracer lost 3 event(s) of this run**: the figure misses" in text
+    assert is_png(folder / "plots" / "k2-changing-randread-time.png")

@@ -348,6 +348,9 @@ def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
     assert [c.key for c in ch] == ["changing/randread/k2-1", "changing/randread/k2-8",
                                    "changing/randread/adaptive-5000"]
     assert ch[-1].tunables == (("max_inflight", 8), ("target_latency_us", 5000))
+    # the changing-load runs, and only they, record k2's events and keep them
+    assert all(c.record_events == ("k2",) and c.keep_trace for c in ch)
+    assert not any(c.record_events or c.keep_trace for b in plan.phases[0].blocks for c in b)
     o = jobs.parse_options(ch[0].jobfile)
     assert list(o)[1:] == ["rt1", "be1-1", "rt2", "be2-1", "be2-2"]
     # each half runs for the suite's run time; the second starts after the first

@@ -5,6 +5,7 @@ the runner's calls around fio, the report's trace section on a small
 committed results folder, and the overhead suite's k2+trace."""
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -178,8 +179,8 @@ def test_ftrace_instance_commands_and_restore(tmp_path: Path) -> None:
     (inst / "trace").write_text(TRACE)          # what the kernel recorded
     t.check(ft.stop_cmd())
     assert (inst / "tracing_on").read_text().strip() == "0"
-    info = ft.finish(tmp_path / "001-x.trace.txt")
-    assert (tmp_path / "001-x.trace.txt").read_text() == TRACE
+    info = ft.finish(tmp_path / "001-x.trace.txt.gz")
+    assert gzip.decompress((tmp_path / "001-x.trace.txt.gz").read_bytes()).decode() == TRACE
     assert info["lost"] == 7 and info["entries"] == 20 and info["written"] == 25
     assert info["per_cpu"][1]["dropped events"] == 2
     # the next run with the same events leaves them on (no code patching
@@ -218,7 +219,7 @@ def test_ftrace_record_only_keeps_no_trace(tmp_path: Path) -> None:
     assert tr.events_for(traced.record_events) == [EventSpec("k2")]
     ft.prepare(tr.events_for(traced.record_events), "002")
     info = ft.finish(None)
-    assert info["written"] == 25 and not list(tmp_path.glob("*.trace.txt"))
+    assert info["written"] == 25 and not list(tmp_path.glob("*.trace.txt*"))
     cleanups.run()
     assert not Path(ft.inst).exists()
 
@@ -255,7 +256,7 @@ class FakeTracer(Tracer):
     def finish(self, dest: Path | None) -> dict[str, Any]:
         self.calls.append(f"finish {dest.name if dest else None}")
         if dest is not None:
-            dest.write_text(TRACE)
+            dest.write_bytes(gzip.compress(TRACE.encode()))
         return {"lost": 0, "written": 3}
 
 
@@ -270,9 +271,9 @@ def test_runner_traces_each_run_beside_its_json(tmp_path: Path) -> None:
     runs = json.loads((tmp_path / "manifest.json").read_text())["runs"]
     for r in runs:
         base = r["json"].removesuffix(".json")
-        assert r["trace"] == {"tracer": "ftrace", "events": ["k2"], "file": f"{base}.trace.txt",
-                              "lost": 0, "written": 3}
-        assert (tmp_path / r["trace"]["file"]).read_text() == TRACE
+        assert r["trace"] == {"tracer": "ftrace", "events": ["k2"],
+                              "file": f"{base}.trace.txt.gz", "lost": 0, "written": 3}
+        assert gzip.decompress((tmp_path / r["trace"]["file"]).read_bytes()).decode() == TRACE
     # prepared before fio, started and stopped in fio's own script, finished after
     fio_scripts = [s for s in t.log if "fio --output-format=json" in s]
     assert len(fio_scripts) == 2
@@ -281,7 +282,7 @@ def test_runner_traces_each_run_beside_its_json(tmp_path: Path) -> None:
                          r"fio .*; rc=\$\?; : STOP; cat ", s)
     names = [Path(r["json"]).stem for r in runs]
     assert tracer.calls == [c for n in names for c in
-                            (f"prepare {n} k2", f"finish {n}.trace.txt")]
+                            (f"prepare {n} k2", f"finish {n}.trace.txt.gz")]
 
 
 def test_runner_records_only_the_configurations_that_ask(tmp_path: Path) -> None:
@@ -299,6 +300,56 @@ def test_runner_records_only_the_configurations_that_ask(tmp_path: Path) -> None
                                   "lost": 0, "written": 3}
     assert tracer.calls == ["prepare 001-n ", "prepare 002-k k2", "finish None"]
     assert [": START" in s for s in t.log if "fio --output" in s] == [False, True]
+
+
+def test_runner_keeps_the_trace_of_a_configuration_that_keeps_it(tmp_path: Path) -> None:
+    """Without --trace, a configuration with record_events and keep_trace
+    (k2's changing-load runs) gets its trace saved beside its run, named in
+    its manifest entry as --trace names every run's; one that only records
+    keeps none."""
+    t = FakeTarget()
+    ctx = context(t)
+    tracer = FakeTracer(t)
+    ctx.tracing = Tracing(tracer, [EventSpec("k2")], save=False, kept=True)
+    job = cfg("k").jobfile
+    plan = Plan([Phase("p", [[Config("rec", "k2", job, 1.0, record_events=("k2",)),
+                              Config("keep", "k2", job, 1.0, record_events=("k2",),
+                                     keep_trace=True)]])])
+    m = Manifest(tmp_path, {"format": 1, "suite": "k2", "runs": [], "phases": {}, "params": {}})
+    execute(ctx, plan, tmp_path, m, 1, seed=3)
+    runs = {r["key"]: r for r in json.loads((tmp_path / "manifest.json").read_text())["runs"]}
+    assert runs["rec"]["trace"]["file"] is None
+    assert runs["keep"]["trace"] == {"tracer": "ftrace", "events": ["k2"],
+                                     "file": "runs/002-keep.trace.txt.gz", "lost": 0, "written": 3}
+    assert gzip.decompress((tmp_path / "runs" / "002-keep.trace.txt.gz").read_bytes()
+                           ).decode() == TRACE
+    assert tracer.calls == ["prepare 001-rec k2", "finish None", "prepare 002-keep k2",
+                            "finish 002-keep.trace.txt.gz"]
+    assert ctx.tracing.describe()["kept"] is True
+    # with --trace, such a configuration records every run's events and its own
+    every = Tracing(tracer, [EventSpec("k2"), EventSpec("ssdsim")], save=True)
+    assert every.events_for(("k2",)) == every.events_for(()) == every.events
+    assert every.events_for(("k2:k2_adjust", "block:block_rq_issue")) == [
+        EventSpec("k2"), EventSpec("ssdsim"), EventSpec("block", "block_rq_issue")]
+
+
+def test_setup_says_configurations_keep_their_events(tmp_path: Path) -> None:
+    """setup(keep=True): record-only tracing whose configurations keep
+    their events, said in the report's header; --trace keeps every run's."""
+    tfs = tmp_path / "tracefs"
+    t = TracefsTarget(tfs)
+    ft = Ftrace(t, 1024)
+    ft.roots = (str(tfs),)
+    cleanups = Cleanups(io.StringIO())
+    tr = trace.setup(t, None, "", 1024, ["k2"], "null_blk", ["k2"], cleanups.add, tracer=ft,
+                     keep=True)
+    assert tr is not None and not tr.save and tr.kept
+    rows = dict(report.trace_rows({"trace": tr.describe()}))
+    assert rows["Tracing"].endswith("events k2; only in the configurations that ask for "
+                                     "them, kept beside their runs")
+    cleanups.run()
+    assert dict(report.trace_rows({"trace": {**tr.describe(), "kept": False}}))[
+        "Tracing"].endswith("only in the runs that measure tracing's cost, not kept")
 
 
 # ---------------------------------------------------------------------------

@@ -4,6 +4,8 @@ reader on the throttled VM NVMe device, max_inflight=2).  The expected
 numbers were worked out by hand from the timestamps in the file."""
 from __future__ import annotations
 
+import gzip
+import math
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,14 @@ def test_perf_script_format_reads_the_same() -> None:
     assert perf.decisions == ftrace.decisions
 
 
+def test_gzipped_ftrace_text_reads_as_the_text(tmp_path: Path) -> None:
+    """The runner keeps ftrace's text gzip'd (runs/NNN-<key>.trace.txt.gz)."""
+    gz = tmp_path / "001-x.trace.txt.gz"
+    gz.write_bytes(gzip.compress(DATA.read_bytes()))
+    plain, packed = report.read_trace(DATA, "k2"), report.read_trace(gz, "k2")
+    assert packed.events and packed.events == plain.events and packed.lost == plain.lost
+
+
 def test_adaptive_bound_report(tmp_path: Path) -> None:
     """k2_adjust events (ftrace prints the reason by name, CTF by number):
     the decisions, the bound in force and a plot of it above the RT
@@ -107,3 +117,66 @@ def test_adaptive_bound_report(tmp_path: Path) -> None:
     plain = report.read_trace(DATA, "k2")
     assert report.adaptive_markdown(plain, bd) == ""
     assert report.adaptive_plot(plain, bd, tmp_path / "none") == []
+
+
+# -- the k2 trace over time ---------------------------------------------------------
+
+def k2_request(tag: int, queue: int, insert_s: float, complete_s: float | None,
+               nr_sector: int = 8, rwbs: str = "R") -> str:
+    """ftrace lines of one request's life cycle on 259,1 (k2's TP_printk
+    formats), dispatched when inserted; no completion when @complete_s is
+    None."""
+    rq = f"259,1 hctx=0 tag={tag} {rwbs} {tag * 8}+{nr_sector} queue={queue}"
+    line = "             fio-257     [001] ...1. {:>12.6f}: k2_{}: {}\n"
+    out = line.format(insert_s, "insert", f"{rq} class=1 level=0 head=0 pid=257 comm=fio")
+    out += line.format(insert_s, "dispatch", f"{rq} staged_ns=0 inflight=1 promoted=0")
+    if complete_s is not None:
+        ns = round((complete_s - insert_s) * 1e9)
+        out += line.format(complete_s, "complete", f"{rq} device_ns={ns} inflight=0")
+    return out
+
+
+def k2_adjust(ts_s: float, old: int, new: int, reason: str = "up") -> str:
+    return (f"             fio-257     [001] d..1. {ts_s:>12.6f}: k2_adjust: 259,1 old={old} "
+            f"new={new} est_us=0 samples=10 reason={reason}\n")
+
+
+def test_timeline_windows() -> None:
+    """From t0 = 10 s (the first event) in 1 s windows: window 0 has RT
+    requests of 10 and 30 ms and a 1 MiB best-effort write, window 1 an RT
+    request of 5 ms and 128 KiB of best effort, window 2 none (a request
+    still in the device at the end); the trace ends at 13.5 s, so the RT
+    request completing at 13.1 s is in the scatter but in no window."""
+    text = "".join([
+        k2_request(1, 0, 10.0, 10.010), k2_request(2, 8, 10.1, 10.9, 2048, "W"),
+        k2_adjust(10.2, 32, 1, "return"), k2_request(3, 0, 10.5, 10.530),
+        k2_request(4, 8, 11.0, 11.999, 256), k2_request(5, 0, 11.2, 11.205),
+        k2_adjust(11.5, 1, 2), k2_request(6, 8, 12.5, None), k2_request(7, 1, 13.0, 13.1),
+        k2_adjust(13.5, 2, 1, "down")])
+    tl = report.timeline(report.read_ftrace(text, "k2"), 1_000_000_000)
+    assert tl.window_s == 1.0 and tl.span_s == 3.5
+    assert tl.starts() == [0.0, 1.0, 2.0]
+    assert tl.bound == [(0.0, 32), (pytest.approx(0.2), 1), (1.5, 2), (3.5, 1)]
+    assert [(pytest.approx(t), ms) for t, ms in tl.rt] == [
+        (0.01, 10.0), (0.53, 30.0), (1.205, 5.0), (3.1, 100.0)]
+    assert tl.rt_p99_ms[:2] == [30.0, 5.0] and math.isnan(tl.rt_p99_ms[2])
+    # 2 x 4 KiB + 1 MiB, 4 KiB + 128 KiB, nothing
+    assert tl.bw_mib_s == [1.0078125, 0.12890625, 0.0]
+    # half-second windows: each RT request alone in its window, the last
+    # one's window [3, 3.5 s) now whole
+    tl = report.timeline(report.read_ftrace(text, "k2"), 500_000_000)
+    assert len(tl.starts()) == 7 and tl.rt_p99_ms[:3] == [10.0, 30.0, 5.0]
+    assert all(math.isnan(x) for x in tl.rt_p99_ms[3:6]) and tl.rt_p99_ms[6] == 100.0
+    assert tl.bw_mib_s == [0.0078125, 2.0078125, 0.0078125, 0.25, 0.0, 0.0, 0.0078125]
+    # nearest rank: of 200 RT latencies of 1..200 ms in a window, the 198th
+    many = "".join(k2_request(i, 0, 1.0 + i / 1000, 1.0 + i / 1000 + i / 1000)
+                   for i in range(1, 201)) + k2_adjust(3.0, 1, 1, "hold")
+    tl = report.timeline(report.read_ftrace(many, "k2"), 10**9)
+    assert tl.rt_p99_ms == [198.0]
+    # the window by default: about 40 over the trace (100 ms for 3.5 s)
+    tl = report.timeline(report.read_ftrace(text, "k2"))
+    assert tl.window_ns == 100_000_000 and len(tl.bw_mib_s) == 35
+    # a trace without the system's events, or without k2_adjust
+    assert report.timeline(report.read_ftrace("", "k2"), 10**9).bw_mib_s == []
+    one = report.read_ftrace(k2_request(1, 0, 1.0, 2.5), "k2")
+    assert report.timeline(one, 10**9).bound == []
