@@ -20,7 +20,8 @@ against k2 beside the light load above, at one bound (default 1).
 With --targets-us, the adaptive bound (k2's target_latency_us) beside the
 fixed ones: a row per target, and whether it lies on or beyond the
 fixed-bound latency/bandwidth frontier (no fixed bound has both a lower RT
-p99.9 and a higher bandwidth).  With --changing-load, a run whose
+p99.9 and a higher bandwidth; 'unclear' when only the means say one has,
+within the spread of the repetitions).  With --changing-load, a run whose
 background load changes halfway (1 best-effort job of the operation, then
 --changing-be-jobs of --changing-be-op, random writes by default: behind
 programs on the dies the same bound means a much longer wait), at every
@@ -187,6 +188,22 @@ def dominating(pt: Point, fixed: list[Point]) -> list[int]:
     """The fixed bounds with both a lower RT p99.9 and a higher bandwidth
     than @pt: none means @pt lies on or beyond their frontier."""
     return [p.bound for p in fixed if p.p999_us < pt.p999_us and p.bw_kib > pt.bw_kib]
+
+
+def beyond_spread(adaptive: list[dict[str, float]],
+                  by_bound: dict[int, list[dict[str, float]]], dom: list[int]) -> list[int]:
+    """Of the bounds in @dom (each with both a lower mean RT p99.9 and a
+    higher mean bandwidth than the adaptive runs), those that beat every
+    adaptive run in every one of their own on both; with one run on either
+    side the means are all there is, and every bound in @dom counts."""
+    out = []
+    for b in dom:
+        ms = by_bound[b]
+        if len(ms) < 2 or len(adaptive) < 2 or (
+                max(m["p999_us"] for m in ms) < min(m["p999_us"] for m in adaptive)
+                and min(m["bw_kib"] for m in ms) > max(m["bw_kib"] for m in adaptive)):
+            out.append(b)
+    return out
 
 
 def _ranks(v: list[float]) -> list[float]:
@@ -709,9 +726,11 @@ class K2Suite(Suite):
             pt = Point(0, s["p999_us"].mean, s["bw_kib"].mean)
             apts.append((t, pt))
             dom = dominating(pt, pts)
+            clear = beyond_spread(ms, by_bound, dom)
             summ.setdefault("adaptive", {})[str(t)] = {
                 **{k: v.as_dict() for k, v in s.items()}, "dominated_by": dom,
-                "on_frontier": not dom}
+                "dominated_beyond_spread": clear, "on_frontier": not dom,
+                "verdict": "yes" if not dom else "no" if clear else "unclear"}
         finding = ""
         def mean_ms(b: int) -> float:
             return summarize(m["rt_mean_us"] for m in by_bound[b]).mean / 1000
@@ -732,13 +751,19 @@ class K2Suite(Suite):
                        + (f"{lo.bw_kib / none_pt.bw_kib:.0%} of none's)" if none_pt else
                           f"{lo.bw_kib / 1024:.1f} MiB/s)"))
         for t, pt in apts:
-            dom = summ["adaptive"][str(t)]["dominated_by"]
+            a = summ["adaptive"][str(t)]
+            dom, clear = a["dominated_by"], a["dominated_beyond_spread"]
             finding += (f"\n{OPS.get(op, op)}, {occ}: k2 adaptive, target {t / 1000:g} ms: RT "
                         f"p99.9 {pt.p999_us / 1000:.2f} ms, {pt.bw_kib / 1024:.1f} MiB/s; on or "
                         "beyond the fixed bounds' frontier: "
                         + ("**yes**" if not dom else
-                           "**no** (bound " + ", ".join(map(str, dom)) + " has both a lower "
-                           "RT p99.9 and a higher bandwidth)"))
+                           "**no** (bound " + ", ".join(map(str, clear)) + " has both a lower "
+                           "RT p99.9 and a higher bandwidth" + (
+                               " in every run)" if len(by_bound[clear[0]]) > 1 and len(
+                                   adaptive[t]) > 1 else ")") if clear else
+                           "**unclear** (bound " + ", ".join(map(str, dom)) + " has both a "
+                           "lower mean RT p99.9 and a higher mean bandwidth, within the spread "
+                           "of the repetitions)"))
         png = self._plot(occ, op, by_bound, plots)
         tab = table(["scheduler, bound", "RT p99.9 (ms)", "vs none", "RT mean (ms)",
                      "RT I/Os", "total MiB/s", "vs none", "runs"], rows)

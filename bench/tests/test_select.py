@@ -68,3 +68,21 @@ def test_adaptive_point_against_the_frontier() -> None:
     assert dominating(Point(0, 30_000, 80), fixed) == []      # as good as bound 4
     assert dominating(Point(0, 40_000, 70), fixed) == [4]     # 4 beats it on both
     assert dominating(Point(0, 95_000, 40), fixed) == [1, 4, 16]
+
+
+def test_domination_beyond_the_spread_of_repetitions() -> None:
+    """A bound dominates beyond the spread only if it beats every adaptive
+    run in every run of its own, on both RT p99.9 and bandwidth; with one
+    run on either side, the means decide."""
+    from bench.suites.k2 import beyond_spread
+
+    def runs(*pairs: tuple[float, float]) -> list[dict[str, float]]:
+        return [{"p999_us": p, "bw_kib": b} for p, b in pairs]
+    ad = runs((30_000, 70), (34_000, 72))
+    by_bound = {2: runs((25_000, 80), (28_000, 82)),      # clearly better on both
+                4: runs((20_000, 75), (31_000, 90)),      # p99.9 ranges overlap
+                8: runs((25_000, 71), (26_000, 90)),      # bandwidth ranges overlap
+                16: runs((20_000, 90))}                   # one run: its mean decides
+    assert beyond_spread(ad, by_bound, [2, 4, 8, 16]) == [2, 16]
+    assert beyond_spread(ad[:1], by_bound, [4, 8]) == [4, 8]
+    assert beyond_spread(ad, by_bound, []) == []
