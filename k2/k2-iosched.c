@@ -597,25 +597,23 @@ static unsigned long k2_adapt_check_jiffies(unsigned int target_us)
 	return max(1UL, usecs_to_jiffies(target_us / 4));
 }
 
-/* The real-time samples counted on all CPUs, wrapping. */
-static u32 k2_adapt_samples(struct k2_data *kd)
+/*
+ * The real-time samples counted on all CPUs (wrapping); *@over = those of
+ * them above the target.
+ */
+static u32 k2_adapt_samples(struct k2_data *kd, u64 *over)
 {
+	u64 o = 0;
 	u32 n = 0;
 	int cpu;
 
-	for_each_possible_cpu(cpu)
-		n += READ_ONCE(per_cpu_ptr(kd->stats, cpu)->lat_samples);
-	return n;
-}
+	for_each_possible_cpu(cpu) {
+		const struct k2_pcpu_stats *st = per_cpu_ptr(kd->stats, cpu);
 
-/* The real-time samples above the target, counted on all CPUs. */
-static u64 k2_adapt_over(struct k2_data *kd)
-{
-	u64 n = 0;
-	int cpu;
-
-	for_each_possible_cpu(cpu)
-		n += READ_ONCE(per_cpu_ptr(kd->stats, cpu)->rt_over_target);
+		n += READ_ONCE(st->lat_samples);
+		o += READ_ONCE(st->rt_over_target);
+	}
+	*over = o;
 	return n;
 }
 
@@ -656,8 +654,7 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 
 	lockdep_assert_held(&kd->lock);
 	k2_lat_sum(kd, a->seen);
-	a->seen_samples = k2_adapt_samples(kd);
-	a->seen_over = k2_adapt_over(kd);
+	a->seen_samples = k2_adapt_samples(kd, &a->seen_over);
 	a->win_start = now;
 	a->next_check = jiffies;
 }
@@ -717,8 +714,8 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	if (time_before(j, a->next_check))
 		return;
 	now = ktime_get_ns();
-	n = k2_adapt_samples(kd) - a->seen_samples;
-	over = k2_adapt_over(kd) - a->seen_over;
+	n = k2_adapt_samples(kd, &over) - a->seen_samples;
+	over -= a->seen_over;
 	if (!k2_adapt_window_done(now - a->win_start, n, over, target)) {
 		a->next_check = j + k2_adapt_check_jiffies(target);
 		return;
@@ -1649,7 +1646,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	struct request_queue *q = data;
 	struct k2_data *kd = q->elevator->elevator_data;
 	struct k2_adapt *a = &kd->adapt;
-	u64 reasons[K2_ADAPT_NR_REASONS], over = k2_adapt_over(kd);
+	u64 reasons[K2_ADAPT_NR_REASONS], over;
 	u32 bound, in_force, samples, window;
 	unsigned int i;
 	u64 est;
@@ -1660,7 +1657,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	in_force = a->in_force;
 	idle = a->idle;
 	est = a->est_us;
-	samples = k2_adapt_samples(kd);
+	samples = k2_adapt_samples(kd, &over);
 	window = samples - a->seen_samples;
 	memcpy(reasons, a->reasons, sizeof(reasons));
 	spin_unlock(&kd->lock);
