@@ -326,24 +326,12 @@ def first_traced(res: Results, op: str, conf: str) -> Run | None:
     return min(runs, key=lambda r: (r.rec.get("rep", 0), r.rec.get("i", 0)), default=None)
 
 
-def seconds(text: str) -> float:
-    """An fio time ("12s", "500ms", "3": seconds)."""
-    for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-        if text.endswith(unit):
-            return float(text[:-len(unit)]) * scale
-    return float(text)
-
-
-def halfway_s(res: Results, r: Run) -> float:
+def halfway_s(res: Results) -> float:
     """When a changing-load run's second half starts, in seconds after fio
-    starts: its jobs' startdelay (changing_jobfile()), else the ramp and
-    the suite's run time (half the changing-load run's)."""
-    try:
-        opts = jobs.parse_options((res.folder / r.rec["job"]).read_text())
-        return max(seconds(str(o["startdelay"])) for o in opts.values() if o.get("startdelay"))
-    except (OSError, KeyError, ValueError):
-        p = res.manifest.get("params", {})
-        return float(p.get("ramp", 0)) + float(p.get("runtime", 0))
+    starts: the ramp and the suite's run time (half the changing-load
+    run's), as changing_jobfile() put them in its jobs' startdelay."""
+    p = res.manifest.get("params", {})
+    return float(p.get("ramp", 0)) + float(p.get("runtime", 0))
 
 
 def points(by_bound: dict[int, list[dict[str, float]]]) -> tuple[Point | None, list[Point]]:
@@ -901,7 +889,7 @@ class K2Suite(Suite):
                                tl.window_ns) if fr else None)
         except (OSError, ImportError) as e:     # an LTTng trace without babeltrace2
             return f"\nNo figure over time: {e}.\n"
-        half = halfway_s(res, ad)
+        half = halfway_s(res)
         bound = fixed.split("-", 1)[1] if fixed else ""
         fig, ax = figure(1, 3, width=9.0, height=2.3)
         top, mid, bot = (a[0] for a in ax)

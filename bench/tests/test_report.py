@@ -358,14 +358,12 @@ def test_k2_changing_load_over_time(tmp_path: Path) -> None:
     rows.  Without fixed bound 1's trace, the figure says so."""
     folder = changing_load_folder(tmp_path, 1_000_000)
     m = json.loads((folder / "manifest.json").read_text())
-    (folder / "runs" / "900-changing.fio").write_text(k2suite.changing_jobfile(
-        "/dev/x", 1 << 30, "randread", 4.0, 0.5, "io_uring", 2000, (1, 3), 32, 2))
     changing = [r for r in m["runs"] if "changing" in r["labels"]]
     for i, r in enumerate(changing):
         name = f"runs/90{i + 1}-changing.trace.txt.gz"     # as the runner keeps them
         (folder / name).write_bytes(gzip.compress(
             changing_trace(32 if r["labels"]["bound"] == 1 else 64).encode()))
-        r.update(job="runs/900-changing.fio", rep=0,
+        r.update(rep=0,
                  trace={"tracer": "ftrace", "events": ["k2"], "file": name, "lost": 0})
     again = dict(json.loads(json.dumps(changing[-1])), rep=1)
     del again["trace"]
