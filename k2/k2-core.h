@@ -287,6 +287,19 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * bound does not chatter between two values whose latencies straddle the
  * target (AIMD, as TCP and blk-iolatency; the dead band as in kyber's
  * domain tokens that only move when latency is clearly good or bad).
+ *
+ * A raise must also buy bandwidth (k2_adapt_gain()): where the device is
+ * already at its limit (random writes behind page programs give the same
+ * bandwidth from bound 2 up) a higher bound only lengthens the real-time
+ * tail.  The window after a raise compares its rate (sectors dispatched
+ * per unit of time, k2_adapt_rate()) with the window's before it: a gain
+ * below a quarter of the proportional one ((new - old) / old, as if
+ * bandwidth grew linearly with the bound) undoes the raise, and for the
+ * next K2_ADAPT_PROBE windows the bound rises no higher; then it probes
+ * once more, since the device or the load may have changed.  A quarter
+ * leaves room for the rate's noise where a raise matters (1 to 2: a gain
+ * below 25 % undoes it) and lets one that gains less than that go, where
+ * it matters little (16 to 17: below 1.6 %).
  */
 #define K2_LAT_SUB_SHIFT	3
 #define K2_LAT_SUB		8U	/* 1 << K2_LAT_SUB_SHIFT */
@@ -294,6 +307,7 @@ static inline void k2_stall_disarm(struct k2_stall *s)
 #define K2_ADAPT_MIN_SAMPLES	100U
 #define K2_ADAPT_EARLY_OVER	10U
 #define K2_ADAPT_PERMILLE	999U
+#define K2_ADAPT_PROBE		8U	/* windows under a raise that bought nothing */
 #define K2_MAX_TARGET_US	10000000U	/* 10 s */
 
 /* k2_lat_bucket() - the histogram bucket of a latency of @us microseconds */
@@ -381,6 +395,7 @@ enum k2_adapt_reason {
 	K2_ADAPT_IDLE,		/* no real-time requests: max_inflight */
 	K2_ADAPT_RETURN,	/* real-time requests again */
 	K2_ADAPT_UP_DOUBLE,	/* below a quarter of it: twice */
+	K2_ADAPT_NO_GAIN,	/* back: the last raise bought no bandwidth */
 	K2_ADAPT_NR_REASONS,
 };
 
@@ -425,6 +440,77 @@ static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
 		return K2_ADAPT_UP;
 	}
 	return K2_ADAPT_HOLD;
+}
+
+/*
+ * k2_adapt_rate() - a window's rate: @sectors dispatched in @ns, in
+ * sectors per 1024 ns, times 2^20 (rounded down: within 0.1 % from
+ * 0.5 MiB/s up; no overflow below 2^43 sectors a window).
+ */
+static inline u64 k2_adapt_rate(u64 sectors, u64 ns)
+{
+	u64 units = ns >> 10;
+
+	return (sectors << 20) / (units ? units : 1);
+}
+
+/*
+ * The gain check's state (k2_adapt_gain()), between windows.
+ */
+struct k2_gain {
+	u64 rate;	/* the last window's k2_adapt_rate() */
+	u32 from;	/* bound before the raise the next window judges, or 0 */
+	u32 ceiling;	/* no raise above it while @hold */
+	u32 hold;	/* windows left under @ceiling */
+};
+
+/*
+ * k2_adapt_gain() - judge the last raise, and hold back the next one
+ * @g:		state between windows
+ * @bound:	the adaptive bound the window was measured under
+ * @rate:	its k2_adapt_rate()
+ * @why:	k2_adapt_decide()'s reason for the window
+ * @next:	k2_adapt_decide()'s next bound, changed if need be
+ *
+ * Returns the reason in force: @why, K2_ADAPT_NO_GAIN when the raise
+ * that led to @bound bought less than a quarter of the proportional gain
+ * (*@next is then the bound before it), or K2_ADAPT_HOLD when a raise
+ * would go above a ceiling still held.  A fall (K2_ADAPT_DOWN) is never
+ * changed.
+ */
+static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
+						 u32 bound, u64 rate,
+						 enum k2_adapt_reason why,
+						 u32 *next)
+{
+	u64 before = g->rate;
+	u32 from = g->from;
+
+	g->rate = rate;
+	g->from = 0;
+	if (g->hold)
+		g->hold--;
+	if (why == K2_ADAPT_DOWN)
+		return why;
+	/* rate / before < 1 + (bound - from) / (4 * from) */
+	if (from && from < bound &&
+	    rate * 4 * from < before * (3 * (u64)from + bound)) {
+		g->ceiling = from;
+		g->hold = K2_ADAPT_PROBE;
+		*next = from;
+		return K2_ADAPT_NO_GAIN;
+	}
+	if (*next <= bound)
+		return why;
+	if (g->hold && *next > g->ceiling) {
+		if (bound >= g->ceiling) {
+			*next = bound;
+			return K2_ADAPT_HOLD;
+		}
+		*next = g->ceiling;
+	}
+	g->from = bound;
+	return why;
 }
 
 /*

@@ -230,6 +230,8 @@ struct k2_adapt {
 	u64 seen_over;		/* rt_over_target summed, at its start */
 	u32 acc[K2_LAT_BUCKETS];	/* k2_lat_fold() of past windows */
 	u32 base[K2_LAT_BUCKETS];	/* per-CPU sums when the target was set */
+	u64 win_sectors;	/* kd->dispatched_sectors at its start */
+	struct k2_gain gain;	/* k2_adapt_gain()'s state */
 	u64 reasons[K2_ADAPT_NR_REASONS];	/* decisions, by reason */
 	struct k2_adapt_rec history[K2_ADAPT_HISTORY];
 	unsigned int history_next;	/* next slot of @history */
@@ -248,6 +250,7 @@ struct k2_data {
 	unsigned int nonempty;
 	unsigned int queued;		/* requests on all queues */
 	u64 dispatched[K2_NR_QUEUES];	/* requests dispatched, per queue */
+	u64 dispatched_sectors;	/* of all of them (the adaptive gain check) */
 	u64 merged[K2_NR_QUEUES];	/* queued requests merged away */
 	u64 uncounted;		/* dispatched without finish_request */
 	u64 throttled;		/* dispatch calls the bound held back */
@@ -584,6 +587,7 @@ static unsigned int k2_setting_bound(struct k2_data *kd)
 
 static const char *const k2_adapt_reason_name[K2_ADAPT_NR_REASONS] = {
 	"hold", "down", "up", "up_fast", "idle", "return", "up_double",
+	"no_gain",
 };
 
 static unsigned long k2_adapt_idle_jiffies(unsigned int target_us)
@@ -647,14 +651,19 @@ static u32 k2_adapt_set_in_force(struct k2_data *kd)
 	return new;
 }
 
-/* A new window from now: what the CPUs counted so far is behind it. */
+/*
+ * A new window from now: what the CPUs counted so far is behind it, and
+ * no raise is left to judge (the window before was not under this bound).
+ */
 static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 {
 	struct k2_adapt *a = &kd->adapt;
 
 	lockdep_assert_held(&kd->lock);
+	memset(&a->gain, 0, sizeof(a->gain));
 	k2_lat_sum(kd, a->seen);
 	a->seen_samples = k2_adapt_samples(kd, &a->seen_over);
+	a->win_sectors = kd->dispatched_sectors;
 	a->win_start = now;
 	a->next_check = jiffies;
 }
@@ -698,9 +707,9 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	struct k2_adapt *a = &kd->adapt;
 	unsigned long j = jiffies;
 	enum k2_adapt_reason why;
-	u64 now, total, est, over;
+	u64 now, total, est, over, rate;
 	unsigned int b;
-	u32 n;
+	u32 n, next;
 
 	lockdep_assert_held(&kd->lock);
 	if (a->idle)
@@ -729,13 +738,18 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	}
 	a->seen_samples += n;
 	a->seen_over += over;
+	rate = k2_adapt_rate(kd->dispatched_sectors - a->win_sectors,
+			     now - a->win_start);
+	a->win_sectors = kd->dispatched_sectors;
 	a->win_start = now;
 	a->next_check = j;
 	total = k2_lat_fold(a->acc, a->win);
 	est = k2_lat_percentile(a->acc, total, K2_ADAPT_PERMILLE);
 	a->est_us = est;
 	why = k2_adapt_decide(a->bound, READ_ONCE(kd->max_inflight), est,
-			      target, &a->bound);
+			      target, &next);
+	why = k2_adapt_gain(&a->gain, a->bound, rate, why, &next);
+	a->bound = next;
 	if (why == K2_ADAPT_DOWN)
 		memset(a->acc, 0, sizeof(a->acc));
 	k2_adapt_apply(kd, now, min_t(u64, est, U32_MAX),
@@ -960,6 +974,7 @@ again:
 	else
 		kd->uncounted++;
 	kd->dispatched[sel]++;
+	kd->dispatched_sectors += blk_rq_sectors(rq);
 	kd->dispatch_seq++;
 	if (sel == K2_BE_QUEUE)
 		kd->be_served = now;
@@ -1648,6 +1663,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	struct k2_adapt *a = &kd->adapt;
 	u64 reasons[K2_ADAPT_NR_REASONS], over;
 	u32 bound, in_force, samples, window;
+	struct k2_gain gain;
 	unsigned int i;
 	u64 est;
 	bool idle;
@@ -1657,6 +1673,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	in_force = a->in_force;
 	idle = a->idle;
 	est = a->est_us;
+	gain = a->gain;
 	samples = k2_adapt_samples(kd, &over);
 	window = samples - a->seen_samples;
 	memcpy(reasons, a->reasons, sizeof(reasons));
@@ -1667,6 +1684,11 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	seq_printf(m, "estimate_us %llu\nwindow_samples %u\nsamples %u\n",
 		   est, window, samples);
 	seq_printf(m, "rt_over_target %llu\n", over);
+	/* k2_adapt_rate() counts sectors per 2^-30 ns: 2^21 of it is 1 B/ns */
+	seq_printf(m, "rate_kib_s %llu\n",
+		   div_u64(gain.rate * (NSEC_PER_SEC / 1024), 2 * 1024 * 1024));
+	seq_printf(m, "gain_from %u\ngain_ceiling %u\ngain_hold %u\n",
+		   gain.from, gain.ceiling, gain.hold);
 	for (i = 0; i < K2_ADAPT_NR_REASONS; i++)
 		seq_printf(m, "%s %llu\n", k2_adapt_reason_name[i], reasons[i]);
 	return 0;

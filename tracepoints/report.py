@@ -369,7 +369,8 @@ def plot(bd: Breakdown, trace: Trace, system: str, outdir: Path) -> list[Path]:
 # -- k2: the adaptive bound (target_latency_us) --------------------------------------------
 
 # k2_adjust's reason: ftrace prints the name, a CTF trace carries the number
-ADAPT_REASONS = ("hold", "down", "up", "up_fast", "idle", "return", "up_double")
+ADAPT_REASONS = ("hold", "down", "up", "up_fast", "idle", "return", "up_double",
+                 "no_gain")
 
 
 @dataclass

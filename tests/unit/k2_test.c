@@ -636,6 +636,81 @@ TEST(adapt_steps)
 	CHECK_EQ(next, 8);
 }
 
+TEST(adapt_rate)
+{
+	/* 1 MiB (2048 sectors) in 1 s: 2048 / 976562 per 1024 ns, x 2^20 */
+	CHECK_EQ(k2_adapt_rate(2048, 1000000000ULL), 2199);
+	CHECK_EQ(k2_adapt_rate(2048, 500000000ULL), 4398);	/* twice */
+	CHECK_EQ(k2_adapt_rate(0, 1000000000ULL), 0);
+	CHECK_EQ(k2_adapt_rate(5, 0), 5ULL << 20);	/* no division by 0 */
+	CHECK_EQ(k2_adapt_rate(1ULL << 43, 1ULL << 40), 1ULL << 33);
+}
+
+/*
+ * k2_adapt_gain(): a raise is kept when it bought at least a quarter of
+ * the proportional gain, undone otherwise; then no raise above the old
+ * bound for K2_ADAPT_PROBE windows, after which it may probe again.
+ */
+TEST(adapt_gain_steps)
+{
+	struct k2_gain g = { 0 };
+	unsigned int w;
+	u32 next;
+
+	/* a raise from 4 (rate 1000) to 8 is judged in the window after */
+	next = 8;
+	CHECK_EQ(k2_adapt_gain(&g, 4, 1000, K2_ADAPT_UP_DOUBLE, &next),
+		 K2_ADAPT_UP_DOUBLE);
+	CHECK_EQ(next, 8);
+	CHECK_EQ(g.from, 4);
+	/* +25 %, a quarter of the proportional +100 %: kept */
+	next = 9;
+	CHECK_EQ(k2_adapt_gain(&g, 8, 1250, K2_ADAPT_UP, &next), K2_ADAPT_UP);
+	CHECK_EQ(next, 9);
+	CHECK_EQ(g.from, 8);
+	/* 8 to 9 must gain 1/32: 1250 * 33 / 32 = 1289.06 */
+	next = 10;
+	CHECK_EQ(k2_adapt_gain(&g, 9, 1289, K2_ADAPT_UP, &next),
+		 K2_ADAPT_NO_GAIN);
+	CHECK_EQ(next, 8);
+	CHECK_EQ(g.ceiling, 8);
+	CHECK_EQ(g.hold, K2_ADAPT_PROBE);
+	CHECK_EQ(g.from, 0);
+	/* held at the ceiling; below it, raises go up to it */
+	for (w = 1; w < K2_ADAPT_PROBE; w++) {
+		next = 9;
+		CHECK_EQ(k2_adapt_gain(&g, 8, 1250, K2_ADAPT_UP, &next),
+			 K2_ADAPT_HOLD);
+		CHECK_EQ(next, 8);
+	}
+	next = 12;
+	g.hold = 2;
+	CHECK_EQ(k2_adapt_gain(&g, 6, 1250, K2_ADAPT_UP_FAST, &next),
+		 K2_ADAPT_UP_FAST);
+	CHECK_EQ(next, 8);
+	CHECK_EQ(g.from, 6);
+	/* a fall is never changed, and judges nothing */
+	next = 4;
+	CHECK_EQ(k2_adapt_gain(&g, 8, 10, K2_ADAPT_DOWN, &next),
+		 K2_ADAPT_DOWN);
+	CHECK_EQ(next, 4);
+	CHECK_EQ(g.from, 0);
+	CHECK_EQ(g.hold, 0);
+	/* the hold over, the raise (a probe) is let through and judged */
+	next = 5;
+	CHECK_EQ(k2_adapt_gain(&g, 4, 1000, K2_ADAPT_UP, &next), K2_ADAPT_UP);
+	CHECK_EQ(next, 5);
+	CHECK_EQ(g.from, 4);
+	/* 4 to 5 must gain 1/16: 1062.5; then 5 to 6 must gain 1/20 */
+	next = 6;
+	CHECK_EQ(k2_adapt_gain(&g, 5, 1063, K2_ADAPT_UP, &next), K2_ADAPT_UP);
+	/* a hold decision after a raise judges it too */
+	next = 6;
+	CHECK_EQ(k2_adapt_gain(&g, 6, 1063, K2_ADAPT_HOLD, &next),
+		 K2_ADAPT_NO_GAIN);
+	CHECK_EQ(next, 5);
+}
+
 TEST(adapt_in_force)
 {
 	CHECK_EQ(k2_adapt_in_force(4, 32, false), 4);
@@ -649,7 +724,10 @@ TEST(adapt_in_force)
  * a real-time read finds each of the other requests in flight on its die
  * with probability load / NR_DIES, and waits for those ahead of it, with
  * up to 25 % noise on every service.  Background work keeps the bound
- * full.
+ * full, and the device's rate is that of its busy dies, as if the bound's
+ * requests fell on NR_DIES / load dies at random, with up to 5 % noise per
+ * window (sim_rate()); a saturated device (@flat) gives the same rate
+ * from bound 2 up.
  */
 #define NR_DIES		8
 #define SVC_US		100
@@ -677,6 +755,20 @@ static u64 sim_latency(u32 bound, unsigned int load_pct)
 	return us;
 }
 
+/* A window's rate at @bound: busy dies per SVC_US, times 10^6. */
+static u64 sim_rate(u32 bound, unsigned int load_pct, bool flat)
+{
+	double p = load_pct / (100.0 * NR_DIES), busy = 1;
+	u32 i;
+
+	if (flat && bound > 2)
+		bound = 2;
+	for (i = 0; i < bound; i++)
+		busy *= 1 - p;
+	busy = (1 - busy) / p;
+	return busy * 1e6 * (0.95 + (sim_rand() % 1001) / 10000.0);
+}
+
 /* The true 99.9th percentile at @bound: 20000 samples. */
 static u64 sim_p999(u32 bound, unsigned int load_pct)
 {
@@ -702,6 +794,8 @@ struct sim_run {
 	u32 bound;
 	u32 acc[K2_LAT_BUCKETS];
 	u64 samples;		/* real-time samples so far */
+	struct k2_gain gain;
+	bool flat;		/* sim_rate(): saturated from bound 2 */
 };
 
 /*
@@ -717,6 +811,7 @@ static enum k2_adapt_reason sim_window(struct sim_run *r,
 	enum k2_adapt_reason why;
 	unsigned int i = 0, over = 0;
 	u64 lat, est, total;
+	u32 next;
 
 	while (!k2_adapt_window_done(2000ULL * TARGET_US, i, over, TARGET_US)) {
 		lat = sim_latency(r->bound, load_pct);
@@ -729,7 +824,10 @@ static enum k2_adapt_reason sim_window(struct sim_run *r,
 	r->samples += i;
 	total = k2_lat_fold(r->acc, win);
 	est = k2_lat_percentile(r->acc, total, K2_ADAPT_PERMILLE);
-	why = k2_adapt_decide(r->bound, max, est, TARGET_US, &r->bound);
+	why = k2_adapt_decide(r->bound, max, est, TARGET_US, &next);
+	why = k2_adapt_gain(&r->gain, r->bound,
+			    sim_rate(r->bound, load_pct, r->flat), why, &next);
+	r->bound = next;
 	if (why == K2_ADAPT_DOWN)
 		memset(r->acc, 0, sizeof(r->acc));
 	return why;
@@ -837,6 +935,46 @@ TEST(adapt_falls_after_few_samples_when_most_miss)
 	CHECK(r.samples - step < 2 * K2_ADAPT_MIN_SAMPLES);
 }
 
+/*
+ * A saturated device (random writes behind page programs): the rate is
+ * the same from bound 2 up, while latency still grows with the bound.
+ * The target allows a bound well above 2, yet over 200 settled windows
+ * the controller spends most of them at 2, tries 3 about once in
+ * K2_ADAPT_PROBE windows, and the real-time 99.9th percentile is that of
+ * bound 2 or 3, far below the target.
+ */
+TEST(adapt_stays_where_a_raise_buys_no_bandwidth)
+{
+	struct sim_run r = { .bound = 1, .flat = true };
+	u32 all[K2_LAT_BUCKETS] = { 0 };
+	u32 best = sim_best_bound(100, 64), at[65] = { 0 };
+	u64 total = 0, p;
+	unsigned int w, no_gain = 0;
+
+	CHECK(best >= 5);
+	for (w = 0; w < 20; w++)
+		sim_window(&r, 100, 64, NULL);
+	for (w = 0; w < 200; w++) {
+		u64 before = r.samples;
+
+		no_gain += sim_window(&r, 100, 64, all) == K2_ADAPT_NO_GAIN;
+		total += r.samples - before;
+		at[r.bound]++;
+	}
+	p = k2_lat_percentile(all, total, 999);
+	printf("adapt: saturated device: best fixed bound for latency %u; "
+	       "windows at 1/2/3/4+: %u/%u/%u/%u; %u raises undone; "
+	       "p99.9 %llu us (bound 2: %llu, 3: %llu) for a target of %u us\n",
+	       best, at[1], at[2], at[3], 200 - at[1] - at[2] - at[3],
+	       no_gain, (unsigned long long)p,
+	       (unsigned long long)sim_p999(2, 100),
+	       (unsigned long long)sim_p999(3, 100), TARGET_US);
+	CHECK(at[2] >= 150);
+	CHECK(at[1] + at[2] + at[3] >= 195);
+	CHECK(no_gain >= 200 / (K2_ADAPT_PROBE + 2) - 4);
+	CHECK(p <= sim_p999(3, 100));
+}
+
 UNIT_MAIN(
 	UNIT(rt_levels_map_to_their_own_queue),
 	UNIT(rt_levels_0_and_7_differ_public_k2_bug),
@@ -865,8 +1003,11 @@ UNIT_MAIN(
 	UNIT(adapt_window_needs_samples_and_twice_the_target),
 	UNIT(adapt_window_ends_early_on_samples_over_the_target),
 	UNIT(adapt_steps),
+	UNIT(adapt_rate),
+	UNIT(adapt_gain_steps),
 	UNIT(adapt_in_force),
 	UNIT(adapt_converges_and_stays_in_band),
 	UNIT(adapt_follows_a_step_in_load),
-	UNIT(adapt_falls_after_few_samples_when_most_miss)
+	UNIT(adapt_falls_after_few_samples_when_most_miss),
+	UNIT(adapt_stays_where_a_raise_buys_no_bandwidth)
 )

@@ -268,7 +268,7 @@ TRACE_EVENT(k2_promote,
  * estimate of the real-time 99.9th percentile (us; 0 when the change
  * rests on no window: idle, return), the samples it rests on, and why
  * (enum k2_adapt_reason: 0 hold, 1 down, 2 up, 3 up_fast, 4 idle,
- * 5 return, 6 up_double).
+ * 5 return, 6 up_double, 7 no_gain).
  */
 TRACE_EVENT(k2_adjust,
 
@@ -301,7 +301,7 @@ TRACE_EVENT(k2_adjust,
 		  __print_symbolic(__entry->reason, { 0, "hold" },
 				   { 1, "down" }, { 2, "up" }, { 3, "up_fast" },
 				   { 4, "idle" }, { 5, "return" },
-				   { 6, "up_double" }))
+				   { 6, "up_double" }, { 7, "no_gain" }))
 );
 
 #endif /* _TRACE_K2_H */
