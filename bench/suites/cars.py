@@ -162,11 +162,6 @@ def write_through(ctx: RunContext) -> dict[str, Any]:
         "write pointer at die 0)")
 
 
-def fresh_device(ctx: RunContext) -> None:
-    """Before each run: ssdsim reloaded with its parameters, empty."""
-    prep.reload_ssdsim(ctx, dict(ctx.device.module_params))
-
-
 def ssdsim_model(ctx: RunContext) -> tuple[tuple[str, Label], ...]:
     """cars's tunables matching the ssdsim disk now (its write pointer
     included): a cars configuration's live tunables."""
@@ -401,7 +396,7 @@ class CarsSuite(Suite):
         if cpus:
             notes.append(f"flow k pinned to CPU k mod {cpus}")
         phase = Phase("cars", blocks, write_through, "ssdsim write-through",
-                      settle=fresh_device)
+                      settle=prep.empty_again)
         return Plan([phase], notes, {
             "experiments": a.experiments, "read_ratios": a.read_ratios, "flows": a.flows,
             "fairness_reads": a.fairness_reads, "iodepth": a.iodepth,

@@ -492,9 +492,12 @@ class K2Suite(Suite):
                         tunables=(("max_inflight", max(bounds)), ("target_latency_us", t)),
                         labels=(("occupancy", occ), ("op", op), ("bound", "adaptive"),
                                 ("target_us", t)))])
+                again = occ == "empty" and op in ("write", "randwrite")
                 phases.append(Phase(f"{occ}/{op}", blocks,
                                     None if occ == "asis" else occupier(full),
-                                    f"{OCCUPANCIES[occ]}, {OPS[op]}", settle=prep.settle))
+                                    f"{OCCUPANCIES[occ]}, {OPS[op]}"
+                                    + (", emptied again before each run" if again else ""),
+                                    settle=prep.empty_again if again else prep.settle))
         changing = [op for op in a.changing_load if op != "off"]
         if changing:
             phases += self._changing_phases(ctx, changing, depth, cpus, notes)

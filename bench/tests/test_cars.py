@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bench import report
+from bench import prep, report
 from bench.calibrate import cars_tunables
 from bench.cli import main
 from bench.jobs import parse_options
@@ -186,7 +186,7 @@ def test_plan_measures_each_workload_once_under_every_configuration() -> None:
         assert c.seconds == 3.5
     assert len(cfgs) == 7 * 4 + 5 and len(plan.phases) == 1
     ph = plan.phases[0]
-    assert ph.setup is cs.write_through and ph.settle is cs.fresh_device
+    assert ph.setup is cs.write_through and ph.settle is prep.empty_again
     assert plan.params["regions"] == 8 and plan.params["region_mib"] == 32
     assert plan.params["cars_model"]["write_pointer"] == 3
     assert any("nr_dies=8 page_kb=4 read_us=1200 write_us=10200" in n for n in plan.notes)

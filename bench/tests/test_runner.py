@@ -194,6 +194,22 @@ def test_k2_plan_clamps_bounds_and_pins(tmp_path: Path) -> None:
     assert all(ph.settle is not None for ph in plan.phases)
 
 
+def test_k2_plan_empties_the_device_before_each_write_run() -> None:
+    """On an empty device, every write run starts from an emptied device
+    again (the runs before would otherwise fill it and start its garbage
+    collection); reads and a full device only flush."""
+    from bench import prep
+    t = FakeTarget(nr_requests=16)
+    ctx = context(t, ["run", "k2", "--device", "fake0", "--short", "--bounds", "1,8",
+                      "--ops", "randread,randwrite,write", "--occupancy", "empty,full",
+                      "--full-ops", "randwrite", "--tag-pressure", "off"])
+    plan = get("k2").plan(ctx)
+    settle = {ph.name: ph.settle for ph in plan.phases}
+    assert settle == {"empty/randread": prep.settle, "empty/randwrite": prep.empty_again,
+                      "empty/write": prep.empty_again, "full/randwrite": prep.settle}
+    assert "emptied again before each run" in plan.phases[1].describe
+
+
 def test_k2_plan_tag_pressure(tmp_path: Path) -> None:
     """The tag-pressure workload: after the bound sweep, one phase per
     operation type with the light load at the pressure bound, then 4 jobs at
@@ -377,3 +393,49 @@ def test_demo_runs_the_overhead_suite_on_its_own_vm() -> None:
     cfgs = {s.suite: demo._vm_config(s) for s in demo.DEMO}
     assert cfgs.pop("overhead") == {"icount": 3, "smp": 1}
     assert cfgs and all(c == {} for c in cfgs.values())
+
+
+def test_demo_reloads_ssdsim_for_a_suite_that_asks_and_puts_it_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A demo suite with its own ssdsim parameters (kyber-grid: time_scale
+    20) runs, with its follow-up steps, on ssdsim reloaded with them, and
+    ssdsim is reloaded as it was afterwards, also when the suite fails; on
+    another device nothing is reloaded."""
+    from bench import demo
+    s = next(x for x in demo.DEMO if x.suite == "kyber-grid")
+    assert dict(s.ssdsim) == {"time_scale": "20"}
+    calls: list[Any] = []
+
+    class VM:
+        dead = False
+
+    class T:
+        vm = VM()
+
+    orig = {"time_scale": "60", "fill_percent": "0"}
+    monkeypatch.setattr(demo.devmod, "module_params", lambda t, m: dict(orig))
+    monkeypatch.setattr(demo.prep, "load_ssdsim_again",
+                        lambda t, dev, p: calls.append(("load", dev, p)) or p)
+
+    def ran(fail: bool) -> Any:
+        def run(*a: Any) -> bool:
+            calls.append(("run", a[1].suite))
+            if fail:
+                raise RuntimeError("suite failed")
+            return True
+        return run
+
+    monkeypatch.setattr(demo, "_run_loaded", ran(False))
+    d = demo.Done("k", "ssdsim0", "")
+    assert demo._run_one(T(), s, "k", "ssdsim0", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
+    assert calls == [("load", "ssdsim0", {"time_scale": "20", "fill_percent": "0"}),
+                     ("run", "kyber-grid"), ("load", "ssdsim0", orig)]
+    calls.clear()
+    monkeypatch.setattr(demo, "_run_loaded", ran(True))
+    with pytest.raises(RuntimeError):
+        demo._run_one(T(), s, "k", "ssdsim0", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
+    assert calls[-1] == ("load", "ssdsim0", orig)
+    calls.clear()
+    monkeypatch.setattr(demo, "_run_loaded", ran(False))
+    demo._run_one(T(), s, "k", "vm-throttled", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
+    assert calls == [("run", "kyber-grid")]
