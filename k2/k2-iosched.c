@@ -204,6 +204,7 @@ struct k2_adapt_rec {
 	u32 old, new;		/* bound in force before and after */
 	u32 est_us;		/* the window's estimate (0: none) */
 	u32 samples;		/* samples it rests on */
+	u32 rate_kib;		/* the window's dispatch rate, KiB/s (0: none) */
 	u8 reason;		/* enum k2_adapt_reason */
 };
 
@@ -668,6 +669,14 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 	a->next_check = jiffies;
 }
 
+/* A k2_adapt_rate() in KiB/s. */
+static u32 k2_adapt_rate_kib(u64 rate)
+{
+	/* it counts sectors per 2^-30 ns: 2^21 of it is 1 B/ns */
+	return min_t(u64, div_u64(rate * (NSEC_PER_SEC / 1024), 2 * 1024 * 1024),
+		     U32_MAX);
+}
+
 /*
  * Put the controller's decision in force, count it, keep it in the
  * history and trace it.  Lowering needs nothing more; the callers that
@@ -675,7 +684,7 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
  * which re-run the queues.
  */
 static void k2_adapt_apply(struct k2_data *kd, u64 now, u32 est_us,
-			   u32 samples, enum k2_adapt_reason why)
+			   u32 samples, u64 rate, enum k2_adapt_reason why)
 {
 	struct k2_adapt *a = &kd->adapt;
 	u32 old = a->in_force, new = k2_adapt_set_in_force(kd);
@@ -688,6 +697,7 @@ static void k2_adapt_apply(struct k2_data *kd, u64 now, u32 est_us,
 	r->new = new;
 	r->est_us = est_us;
 	r->samples = samples;
+	r->rate_kib = k2_adapt_rate_kib(rate);
 	r->reason = why;
 	trace_k2_adjust(kd->q, old, new, est_us, samples, why);
 }
@@ -717,7 +727,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	if (!(kd->nonempty & K2_RT_QUEUES_MASK) &&
 	    time_after(j, a->rt_seen + k2_adapt_idle_jiffies(target))) {
 		a->idle = true;
-		k2_adapt_apply(kd, ktime_get_ns(), 0, 0, K2_ADAPT_IDLE);
+		k2_adapt_apply(kd, ktime_get_ns(), 0, 0, 0, K2_ADAPT_IDLE);
 		return;
 	}
 	if (time_before(j, a->next_check))
@@ -753,7 +763,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	if (why == K2_ADAPT_DOWN)
 		memset(a->acc, 0, sizeof(a->acc));
 	k2_adapt_apply(kd, now, min_t(u64, est, U32_MAX),
-		       min_t(u64, total, U32_MAX), why);
+		       min_t(u64, total, U32_MAX), rate, why);
 }
 
 /*
@@ -775,7 +785,7 @@ static void k2_adapt_rt_seen(struct k2_data *kd)
 	now = ktime_get_ns();
 	a->idle = false;
 	k2_adapt_new_window(kd, now);
-	k2_adapt_apply(kd, now, 0, 0, K2_ADAPT_RETURN);
+	k2_adapt_apply(kd, now, 0, 0, 0, K2_ADAPT_RETURN);
 }
 
 /*
@@ -1684,9 +1694,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	seq_printf(m, "estimate_us %llu\nwindow_samples %u\nsamples %u\n",
 		   est, window, samples);
 	seq_printf(m, "rt_over_target %llu\n", over);
-	/* k2_adapt_rate() counts sectors per 2^-30 ns: 2^21 of it is 1 B/ns */
-	seq_printf(m, "rate_kib_s %llu\n",
-		   div_u64(gain.rate * (NSEC_PER_SEC / 1024), 2 * 1024 * 1024));
+	seq_printf(m, "rate_kib_s %u\n", k2_adapt_rate_kib(gain.rate));
 	seq_printf(m, "gain_from %u\ngain_ceiling %u\ngain_hold %u\n",
 		   gain.from, gain.ceiling, gain.hold);
 	for (i = 0; i < K2_ADAPT_NR_REASONS; i++)
@@ -1752,9 +1760,9 @@ static int k2_dbg_adapt_history_show(void *data, struct seq_file *m)
 	for (i = next - n; i != next; i++) {
 		const struct k2_adapt_rec *r = &h[i % K2_ADAPT_HISTORY];
 
-		seq_printf(m, "%llu %s %u %u %u %u\n", r->ns,
+		seq_printf(m, "%llu %s %u %u %u %u %u\n", r->ns,
 			   k2_adapt_reason_name[r->reason], r->old, r->new,
-			   r->est_us, r->samples);
+			   r->est_us, r->samples, r->rate_kib);
 	}
 	kfree(h);
 	return 0;
