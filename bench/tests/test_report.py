@@ -267,6 +267,25 @@ def test_demo_index_and_its_rewrite(tmp_path: Path) -> None:
     assert (top / "report.md").read_text() == text
 
 
+def test_demo_index_names_a_suite_run_at_another_time_scale(tmp_path: Path) -> None:
+    """The index states the time_scale most suites ran at, and names those
+    that ran at another (the demo's kyber-grid, at 20)."""
+    from bench import demo
+    top = tmp_path / "demo"
+    d = demo.Done("6.1.0-test", "ssdsim0", "", boot=2.5)
+    for s, ts in (("k2", "60"), ("kyber-baseline", "60"), ("kyber-grid", "20")):
+        f = top / "6.1.0-test" / s
+        shutil.copytree(FIX / "k2", f)
+        m = json.loads((f / "manifest.json").read_text())
+        m["device"] = {**m["device"], "kind": "ssdsim",
+                       "module_params": {"time_scale": ts, "fill_percent": "0"}}
+        (f / "manifest.json").write_text(json.dumps(m))
+        d.suites.append((s, f, 10.0, ""))
+    text = demo.write_index(top, [d], 30.0).read_text()
+    assert "ssdsim time_scale = 60 (kyber-grid: 20): every device time is 60× a real SSD's." \
+        in text
+
+
 def changing_load_folder(tmp_path: Path, target_us: int = 5000) -> Path:
     """The k2 fixture with adaptive rows (its bound-8 runs relabelled as a
     @target_us target) and a changing-load run of bound 1 and of the target
