@@ -649,66 +649,62 @@ TEST(adapt_rate)
 /*
  * k2_adapt_gain(): a raise is kept when it bought at least a quarter of
  * the proportional gain, undone otherwise; then no raise above the old
- * bound for K2_ADAPT_PROBE windows, after which it may probe again.
+ * bound for K2_ADAPT_PROBE windows, after which it may probe again.  Each
+ * step is one window: the bound it ran at, its rate, k2_adapt_decide()'s
+ * reason and next bound, and what k2_adapt_gain() makes of them (-1: the
+ * state field is not checked).
  */
+struct gain_step {
+	u32 bound, rate, why, next;	/* in */
+	u32 want_why, want_next;	/* out */
+	int from, ceiling, hold;	/* state after */
+};
+
+static const struct gain_step gain_steps[] = {
+	/* a raise from 4 (rate 1000) to 8 is judged in the window after */
+	{ 4, 1000, K2_ADAPT_UP_DOUBLE, 8, K2_ADAPT_UP_DOUBLE, 8, 4, -1, -1 },
+	/* +25 %, a quarter of the proportional +100 %: kept */
+	{ 8, 1250, K2_ADAPT_UP, 9, K2_ADAPT_UP, 9, 8, -1, -1 },
+	/* 8 to 9 must gain 1/32: 1250 * 33 / 32 = 1289.06 */
+	{ 9, 1289, K2_ADAPT_UP, 10, K2_ADAPT_NO_GAIN, 8, 0, 8, K2_ADAPT_PROBE },
+	/* held at the ceiling for the rest of K2_ADAPT_PROBE windows */
+	{ 8, 1250, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 0, 8, 7 },
+	{ 8, 1250, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 0, 8, 6 },
+	{ 8, 1250, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 0, 8, 5 },
+	{ 8, 1250, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 0, 8, 4 },
+	{ 8, 1250, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 0, 8, 3 },
+	/* below the ceiling, a raise goes up to it, and is judged */
+	{ 6, 1250, K2_ADAPT_UP_FAST, 12, K2_ADAPT_UP_FAST, 8, 6, 8, 2 },
+	/* a fall is never changed, and judges nothing */
+	{ 8, 10, K2_ADAPT_DOWN, 4, K2_ADAPT_DOWN, 4, 0, 8, 1 },
+	{ 4, 1000, K2_ADAPT_HOLD, 4, K2_ADAPT_HOLD, 4, 0, 8, 0 },
+	/* the hold over, the raise (a probe) is let through and judged */
+	{ 4, 1000, K2_ADAPT_UP, 5, K2_ADAPT_UP, 5, 4, -1, 0 },
+	/* 4 to 5 must gain 1/16 (1062.5); then 5 to 6 must gain 1/20 */
+	{ 5, 1063, K2_ADAPT_UP, 6, K2_ADAPT_UP, 6, 5, -1, 0 },
+	/* a hold decision after a raise judges it too */
+	{ 6, 1063, K2_ADAPT_HOLD, 6, K2_ADAPT_NO_GAIN, 5, 0, 5, K2_ADAPT_PROBE },
+};
+
 TEST(adapt_gain_steps)
 {
 	struct k2_gain g = { 0 };
-	unsigned int w;
-	u32 next;
+	unsigned int i;
 
-	/* a raise from 4 (rate 1000) to 8 is judged in the window after */
-	next = 8;
-	CHECK_EQ(k2_adapt_gain(&g, 4, 1000, K2_ADAPT_UP_DOUBLE, &next),
-		 K2_ADAPT_UP_DOUBLE);
-	CHECK_EQ(next, 8);
-	CHECK_EQ(g.from, 4);
-	/* +25 %, a quarter of the proportional +100 %: kept */
-	next = 9;
-	CHECK_EQ(k2_adapt_gain(&g, 8, 1250, K2_ADAPT_UP, &next), K2_ADAPT_UP);
-	CHECK_EQ(next, 9);
-	CHECK_EQ(g.from, 8);
-	/* 8 to 9 must gain 1/32: 1250 * 33 / 32 = 1289.06 */
-	next = 10;
-	CHECK_EQ(k2_adapt_gain(&g, 9, 1289, K2_ADAPT_UP, &next),
-		 K2_ADAPT_NO_GAIN);
-	CHECK_EQ(next, 8);
-	CHECK_EQ(g.ceiling, 8);
-	CHECK_EQ(g.hold, K2_ADAPT_PROBE);
-	CHECK_EQ(g.from, 0);
-	/* held at the ceiling; below it, raises go up to it */
-	for (w = 1; w < K2_ADAPT_PROBE; w++) {
-		next = 9;
-		CHECK_EQ(k2_adapt_gain(&g, 8, 1250, K2_ADAPT_UP, &next),
-			 K2_ADAPT_HOLD);
-		CHECK_EQ(next, 8);
+	for (i = 0; i < sizeof(gain_steps) / sizeof(gain_steps[0]); i++) {
+		const struct gain_step *st = &gain_steps[i];
+		u32 next = st->next;
+
+		CHECK_EQ(k2_adapt_gain(&g, st->bound, st->rate, st->why, &next),
+			 st->want_why);
+		CHECK_EQ(next, st->want_next);
+		if (st->from >= 0)
+			CHECK_EQ(g.from, (u32)st->from);
+		if (st->ceiling >= 0)
+			CHECK_EQ(g.ceiling, (u32)st->ceiling);
+		if (st->hold >= 0)
+			CHECK_EQ(g.hold, (u32)st->hold);
 	}
-	next = 12;
-	g.hold = 2;
-	CHECK_EQ(k2_adapt_gain(&g, 6, 1250, K2_ADAPT_UP_FAST, &next),
-		 K2_ADAPT_UP_FAST);
-	CHECK_EQ(next, 8);
-	CHECK_EQ(g.from, 6);
-	/* a fall is never changed, and judges nothing */
-	next = 4;
-	CHECK_EQ(k2_adapt_gain(&g, 8, 10, K2_ADAPT_DOWN, &next),
-		 K2_ADAPT_DOWN);
-	CHECK_EQ(next, 4);
-	CHECK_EQ(g.from, 0);
-	CHECK_EQ(g.hold, 0);
-	/* the hold over, the raise (a probe) is let through and judged */
-	next = 5;
-	CHECK_EQ(k2_adapt_gain(&g, 4, 1000, K2_ADAPT_UP, &next), K2_ADAPT_UP);
-	CHECK_EQ(next, 5);
-	CHECK_EQ(g.from, 4);
-	/* 4 to 5 must gain 1/16: 1062.5; then 5 to 6 must gain 1/20 */
-	next = 6;
-	CHECK_EQ(k2_adapt_gain(&g, 5, 1063, K2_ADAPT_UP, &next), K2_ADAPT_UP);
-	/* a hold decision after a raise judges it too */
-	next = 6;
-	CHECK_EQ(k2_adapt_gain(&g, 6, 1063, K2_ADAPT_HOLD, &next),
-		 K2_ADAPT_NO_GAIN);
-	CHECK_EQ(next, 5);
 }
 
 TEST(adapt_in_force)
