@@ -37,7 +37,12 @@ TOLERANCE_P99, SHARE_OF_BEST = 1.10, 0.90
 
 def jobfile(dev: str, w: Workload, runtime: float, settle: float) -> str:
     """Reader alone for @runtime / 2, then beside the writer; 'after' is the
-    reader from @settle seconds after the writer started."""
+    reader from @settle seconds after the writer started, 'settling' the
+    same reader in between (not measured), so that a reader runs all along:
+    without it the tuner saw writes and no reads for @settle seconds, took
+    that for reads stalled behind the writes and raised the write target
+    x8 a period, and 'after' started on a device full of writes, its first
+    reads (150-175 ms at time_scale 20) inside the measured part."""
     if w.read_depth is None or w.write_depth is None:
         raise ValueError(f"{w.name}: bench needs a reader and a writer (e.g. R1+W256)")
     half = runtime / 2
@@ -48,6 +53,8 @@ def jobfile(dev: str, w: Workload, runtime: float, settle: float) -> str:
     read: dict[str, jobs.Value] = {"rw": "randread", "iodepth": w.read_depth}
     return jobs.render(g, [
         jobs.Job("before", {**read, "runtime": f"{half:g}s"}),
+        *([jobs.Job("settling", {**read, "startdelay": f"{half:g}s",
+                                 "runtime": f"{settle:g}s"})] if settle > 0 else []),
         jobs.Job("after", {**read, "startdelay": f"{half + settle:g}s",
                            "runtime": f"{half - settle:g}s"}),
         jobs.Job("writer", {"rw": "randwrite", "iodepth": w.write_depth,

@@ -18,10 +18,15 @@ def test_jobfile_reader_alone_then_beside_the_writer() -> None:
     o = parse_options(versus.jobfile("/dev/x", Workload.parse("R1+W256"), 60, 10))
     assert o["global"]["filename"] == "/dev/x" and o["global"]["runtime"] == "60s"
     assert o["before"] == {"rw": "randread", "iodepth": "1", "runtime": "30s"}
+    # a reader all along: the same reader between the writer's start and 'after'
+    assert o["settling"] == {"rw": "randread", "iodepth": "1", "startdelay": "30s",
+                             "runtime": "10s"}
     assert o["after"] == {"rw": "randread", "iodepth": "1", "startdelay": "40s",
                           "runtime": "20s"}
     assert o["writer"] == {"rw": "randwrite", "iodepth": "256", "startdelay": "30s",
                            "runtime": "30s"}
+    assert "settling" not in parse_options(
+        versus.jobfile("/dev/x", Workload.parse("R1+W256"), 60, 0))
     for bad in ((Workload.parse("R1"), 60, 10), (Workload.parse("R1+W1"), 60, 30),
                 (Workload.parse("R1+W1"), 60, -1)):
         with pytest.raises(ValueError):
