@@ -96,7 +96,6 @@ def test_k2_suite_report_shows_tail_latency_falling_with_bound(
     assert re.search(r"\| none \| [\d.]+ \| 1× \|", text)
 
 
-
 # The adaptive bound against `bench select`: ssdsim faster than TIME_SCALE,
 # so that a run holds thousands of real-time reads (bound 1: 10-13 ms p99.9,
 # none 125-184 ms, measured on all three kernels), and the adaptive run
