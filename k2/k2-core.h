@@ -291,15 +291,24 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * A raise must also buy bandwidth (k2_adapt_gain()): where the device is
  * already at its limit (random writes behind page programs give the same
  * bandwidth from bound 2 up) a higher bound only lengthens the real-time
- * tail.  The window after a raise compares its rate (sectors dispatched
- * per unit of time, k2_adapt_rate()) with the window's before it: a gain
- * below a quarter of the proportional one ((new - old) / old, as if
- * bandwidth grew linearly with the bound) undoes the raise, and for the
- * next K2_ADAPT_PROBE windows the bound rises no higher; then it probes
- * once more, since the device or the load may have changed.  A quarter
- * leaves room for the rate's noise where a raise matters (1 to 2: a gain
- * below 25 % undoes it) and lets one that gains less than that go, where
- * it matters little (16 to 17: below 1.6 %).
+ * tail.  A climb is judged once it has doubled the bound: the rate
+ * (sectors dispatched per unit of time, k2_adapt_rate()) of the first
+ * window at twice the bound the climb started from, or more, is
+ * compared with the rate at that base (the mean of its windows, the
+ * latest weighing half).  Twice the bound must buy an eighth more
+ * bandwidth (12.5 %, an eighth of the proportional gain), or the bound
+ * goes back to the base, no raise goes above it for K2_ADAPT_PROBE
+ * windows, and then it probes again, since the device or the load may
+ * have changed.  A probe that fails from the same base doubles that
+ * hold, up to K2_ADAPT_PROBE_MAX windows (until a climb from there or
+ * above is kept), so that a saturated device sees one now and then.
+ * The rate of one window varies by 5 to 10 % under a steady load (more
+ * in a guest whose host is busy): a step of one (16 to 17, a gain of
+ * 6 % at best) cannot be told from noise, where a doubling can.  (A
+ * first version judged every step, by a quarter of the proportional
+ * gain: in a busy host it undid raises from 15 to 16 of a random read
+ * load on ssdsim that gains 20 % from 16 to 32, and held the bound under
+ * the fixed one it was measured against.)
  */
 #define K2_LAT_SUB_SHIFT	3
 #define K2_LAT_SUB		8U	/* 1 << K2_LAT_SUB_SHIFT */
@@ -307,7 +316,8 @@ static inline void k2_stall_disarm(struct k2_stall *s)
 #define K2_ADAPT_MIN_SAMPLES	100U
 #define K2_ADAPT_EARLY_OVER	10U
 #define K2_ADAPT_PERMILLE	999U
-#define K2_ADAPT_PROBE		8U	/* windows under a raise that bought nothing */
+#define K2_ADAPT_PROBE		8U	/* windows under a climb that bought nothing */
+#define K2_ADAPT_PROBE_MAX	32U	/* ... after failed probes from one base */
 #define K2_MAX_TARGET_US	10000000U	/* 10 s */
 
 /* k2_lat_bucket() - the histogram bucket of a latency of @us microseconds */
@@ -458,47 +468,59 @@ static inline u64 k2_adapt_rate(u64 sectors, u64 ns)
  * The gain check's state (k2_adapt_gain()), between windows.
  */
 struct k2_gain {
-	u64 rate;	/* the last window's k2_adapt_rate() */
-	u32 from;	/* bound before the raise the next window judges, or 0 */
+	u64 rate;	/* k2_adapt_rate() under @base (its windows' mean) */
+	u32 base;	/* bound the climb being judged started from, or 0 */
 	u32 ceiling;	/* no raise above it while @hold */
 	u32 hold;	/* windows left under @ceiling */
+	u32 probe;	/* last hold's length; 0: a climb from @ceiling kept */
 };
 
 /*
- * k2_adapt_gain() - judge the last raise, and hold back the next one
+ * k2_adapt_gain() - judge a climb, and hold back the next one
  * @g:		state between windows
  * @bound:	the adaptive bound the window was measured under
  * @rate:	its k2_adapt_rate()
  * @why:	k2_adapt_decide()'s reason for the window
  * @next:	k2_adapt_decide()'s next bound, changed if need be
  *
- * Returns the reason in force: @why, K2_ADAPT_NO_GAIN when the raise
- * that led to @bound bought less than a quarter of the proportional gain
- * (*@next is then the bound before it), or K2_ADAPT_HOLD when a raise
+ * Returns the reason in force: @why, K2_ADAPT_NO_GAIN when the climb
+ * that led to @bound, twice its base or more, bought less than an eighth
+ * more bandwidth (*@next is then the base), or K2_ADAPT_HOLD when a raise
  * would go above a ceiling still held.  A fall (K2_ADAPT_DOWN) is never
- * changed.
+ * changed; the window after it starts a climb.
  */
 static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
 						 u32 bound, u64 rate,
 						 enum k2_adapt_reason why,
 						 u32 *next)
 {
-	u64 before = g->rate;
-	u32 from = g->from;
-
-	g->rate = rate;
-	g->from = 0;
 	if (g->hold)
 		g->hold--;
-	if (why == K2_ADAPT_DOWN)
+	if (why == K2_ADAPT_DOWN) {
+		g->base = 0;
 		return why;
-	/* rate / before < 1 + (bound - from) / (4 * from) */
-	if (from && from < bound &&
-	    rate * 4 * from < before * (3 * (u64)from + bound)) {
-		g->ceiling = from;
-		g->hold = K2_ADAPT_PROBE;
-		*next = from;
-		return K2_ADAPT_NO_GAIN;
+	}
+	if (!g->base || bound < g->base) {
+		g->base = bound;
+		g->rate = rate;
+	} else if (bound == g->base) {
+		g->rate = (g->rate + rate) / 2;
+	} else if (bound >= 2 * (u64)g->base) {
+		if (8 * rate < 9 * g->rate) {
+			if (g->probe && g->ceiling == g->base)
+				g->probe = 2 * g->probe < K2_ADAPT_PROBE_MAX ?
+					   2 * g->probe : K2_ADAPT_PROBE_MAX;
+			else
+				g->probe = K2_ADAPT_PROBE;
+			g->ceiling = g->base;
+			g->hold = g->probe;
+			*next = g->base;
+			return K2_ADAPT_NO_GAIN;
+		}
+		if (g->base >= g->ceiling)
+			g->probe = 0;
+		g->base = bound;
+		g->rate = rate;
 	}
 	if (*next <= bound)
 		return why;
@@ -509,7 +531,6 @@ static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
 		}
 		*next = g->ceiling;
 	}
-	g->from = bound;
 	return why;
 }
 

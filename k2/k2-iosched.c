@@ -1695,8 +1695,9 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 		   est, window, samples);
 	seq_printf(m, "rt_over_target %llu\n", over);
 	seq_printf(m, "rate_kib_s %u\n", k2_adapt_rate_kib(gain.rate));
-	seq_printf(m, "gain_from %u\ngain_ceiling %u\ngain_hold %u\n",
-		   gain.from, gain.ceiling, gain.hold);
+	seq_printf(m, "gain_base %u\ngain_ceiling %u\ngain_hold %u\n",
+		   gain.base, gain.ceiling, gain.hold);
+	seq_printf(m, "gain_probe %u\n", gain.probe);
 	for (i = 0; i < K2_ADAPT_NR_REASONS; i++)
 		seq_printf(m, "%s %llu\n", k2_adapt_reason_name[i], reasons[i]);
 	return 0;
