@@ -4,6 +4,7 @@ when it is built, otherwise on the throttled NVMe device; its report must
 say that the RT tail latency falls as the bound falls."""
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -110,10 +111,22 @@ def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, i
     of the pairs whose RT p99.9 differ by half at least (so that a target
     between them falls clearly above the lower one's, whatever the noise),
     the one where the device gains the most bandwidth from the lower bound
-    to the upper."""
-    pairs = [(lo, hi) for lo, hi in zip(SWEEP, SWEEP[1:]) if p999[hi] >= 1.5 * p999[lo]]
+    to the upper.  The p99.9s are first made monotonic (each bound's is at
+    least the largest of the bounds below it, tail_floor()): a larger bound
+    cannot have a shorter tail than a smaller one, and a short run's p99.9
+    is near its largest sample.  Where one measured shorter, that was the
+    host's noise (in CI's busy host: 11.9 ms for bound 4 against bound 1's
+    15.4, then 16.7 ms for bound 4 in the next run), and a target set
+    between 4 and 8 sat on the floor of that noise."""
+    f = tail_floor(p999)
+    pairs = [(lo, hi) for lo, hi in zip(SWEEP, SWEEP[1:]) if f[hi] >= 1.5 * f[lo]]
     assert pairs, p999
     return max(pairs, key=lambda lh: bw[lh[1]] / bw[lh[0]])
+
+
+def tail_floor(p999: dict[int, float]) -> dict[int, float]:
+    """Each bound of SWEEP's RT p99.9, or the largest of a smaller bound's."""
+    return dict(zip(SWEEP, itertools.accumulate((p999[b] for b in SWEEP), max)))
 
 
 @pytest.mark.timing
@@ -134,7 +147,13 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     32, where the device gains only 14 %, and the controller settles where
     K2's own estimate is 3/4 to 1 of the target: in CI, with the guest's
     CPU time in every latency, it settled at about 16 and delivered 1.4 %
-    less than the pick."""
+    less than the pick.  Later it failed in CI's busy host (this tier runs
+    beside the static, unit and debug tiers): 5882 against bound 8's 6177
+    KiB/s.  With two busy loops beside the guest it failed again (7429
+    against bound 16's 7664), and the k2_adjust trace showed why: the
+    controller's first gain check, of every step, took raises from 15 to
+    16 for noise and held the bound at 15; the check now judges a
+    doubling (k2-core.h, k2_adapt_gain())."""
     from bench.results import load
     from bench.suites.k2 import collect, collect_adaptive, points, select
 
@@ -155,7 +174,7 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
               + ", ".join(f"{pt.bound}: {pt.p999_us / 1000:.1f} at {pt.bw_kib / 1024:.2f} MiB/s"
                           for pt in pts))
         lo, hi = gap_for_target(p, bw)
-        target = int(0.95 * p[hi])
+        target = int(0.95 * tail_floor(p)[hi])
         assert p[1] < target < none.p999_us, (p, none, target)
         pick = select(none, pts, 100.0 * target / none.p999_us, 0.0).o1
         assert pick is not None
