@@ -885,6 +885,29 @@ static enum k2_adapt_reason sim_window(struct sim_run *r,
 }
 
 /*
+ * @warmup windows, then 200 settled ones: each settled window's bound
+ * counted in @at (indexed 1..64), its samples in @all and @total;
+ * returns how many of them undid a climb.
+ */
+static unsigned int sim_settle(struct sim_run *r, unsigned int load_pct,
+			       unsigned int warmup, u32 *at, u32 *all,
+			       u64 *total)
+{
+	unsigned int w, no_gain = 0;
+
+	for (w = 0; w < warmup; w++)
+		sim_window(r, load_pct, 64, NULL);
+	for (w = 0; w < 200; w++) {
+		u64 before = r->samples;
+
+		no_gain += sim_window(r, load_pct, 64, all) == K2_ADAPT_NO_GAIN;
+		*total += r->samples - before;
+		at[r->bound]++;
+	}
+	return no_gain;
+}
+
+/*
  * From bound 1 the controller reaches the bound that meets the target and
  * stays near it: over 200 settled windows the bound stays within a band
  * of the best fixed bound (half of it to two above), and the 99.9th
@@ -1001,18 +1024,10 @@ TEST(adapt_stays_where_a_raise_buys_no_bandwidth)
 	u32 all[K2_LAT_BUCKETS] = { 0 };
 	u32 best = sim_best_bound(100, 64), at[65] = { 0 };
 	u64 total = 0, p;
-	unsigned int w, no_gain = 0;
+	unsigned int no_gain;
 
 	CHECK(best >= 5);
-	for (w = 0; w < 20; w++)
-		sim_window(&r, 100, 64, NULL);
-	for (w = 0; w < 200; w++) {
-		u64 before = r.samples;
-
-		no_gain += sim_window(&r, 100, 64, all) == K2_ADAPT_NO_GAIN;
-		total += r.samples - before;
-		at[r.bound]++;
-	}
+	no_gain = sim_settle(&r, 100, 20, at, all, &total);
 	p = k2_lat_percentile(all, total, 999);
 	printf("adapt: saturated device: best fixed bound for latency %u; "
 	       "windows at 1/2/3/4+: %u/%u/%u/%u; %u raises undone; "
@@ -1039,20 +1054,15 @@ TEST(adapt_climbs_where_a_doubling_buys_a_fifth)
 {
 	struct sim_run r = { .bound = 1, .fifth = true };
 	u32 all[K2_LAT_BUCKETS] = { 0 };
-	u32 best = sim_best_bound(25, 64);
+	u32 best = sim_best_bound(25, 64), at[65] = { 0 };
 	u64 total = 0, sum = 0, p;
-	unsigned int w, low = 0, no_gain = 0;
+	unsigned int b, low = 0, no_gain;
 
 	CHECK(best >= 16);
-	for (w = 0; w < 40; w++)
-		sim_window(&r, 25, 64, NULL);
-	for (w = 0; w < 200; w++) {
-		u64 before = r.samples;
-
-		no_gain += sim_window(&r, 25, 64, all) == K2_ADAPT_NO_GAIN;
-		total += r.samples - before;
-		sum += r.bound;
-		low += 2 * r.bound <= best;
+	no_gain = sim_settle(&r, 25, 40, at, all, &total);
+	for (b = 1; b <= 64; b++) {
+		sum += b * at[b];
+		low += 2 * b <= best ? at[b] : 0;
 	}
 	p = k2_lat_percentile(all, total, 999);
 	printf("adapt: a fifth per doubling: best fixed bound %u; mean bound "
