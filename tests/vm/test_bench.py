@@ -104,24 +104,36 @@ def test_k2_suite_report_shows_tail_latency_falling_with_bound(
 # reads, not the largest.
 ADAPTIVE_TIME_SCALE = 50
 SWEEP = (1, 2, 4, 8, 16, 32)
+TARGET_OF_UPPER = 0.95       # the target, of the gap's upper bound's p99.9
+FLOOR_TIMES = 2.5            # the target, at least, of bound 1's p99.9
 
 
 def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, int]:
     """The two neighbouring bounds of SWEEP between which the target goes:
     of the pairs whose RT p99.9 differ by half at least (so that a target
-    between them falls clearly above the lower one's, whatever the noise),
-    the one where the device gains the most bandwidth from the lower bound
-    to the upper.  The p99.9s are first made monotonic (each bound's is at
+    between them falls clearly above the lower one's, whatever the noise)
+    and whose target (TARGET_OF_UPPER of the upper one's) is at least
+    FLOOR_TIMES bound 1's, the one where the device gains the most
+    bandwidth from the lower bound to the upper; without such a pair, the
+    highest.  The p99.9s are first made monotonic (each bound's is at
     least the largest of the bounds below it, tail_floor()): a larger bound
     cannot have a shorter tail than a smaller one, and a short run's p99.9
     is near its largest sample.  Where one measured shorter, that was the
     host's noise (in CI's busy host: 11.9 ms for bound 4 against bound 1's
     15.4, then 16.7 ms for bound 4 in the next run), and a target set
-    between 4 and 8 sat on the floor of that noise."""
+    between 4 and 8 sat on the floor of that noise.
+
+    Bound 1's p99.9 is that floor: one request's device time and what the
+    host adds to fio's latencies, not to K2's estimate.  In CI (6.1, beside
+    the static, unit and debug tiers) a 17.6 ms target between bounds 4 and
+    8 was kept by K2's estimate and missed by fio's, 22.9 ms (1.31 of it);
+    at FLOOR_TIMES bound 1's p99.9 what the host adds is a small part of
+    the target."""
     f = tail_floor(p999)
     pairs = [(lo, hi) for lo, hi in zip(SWEEP, SWEEP[1:]) if f[hi] >= 1.5 * f[lo]]
     assert pairs, p999
-    return max(pairs, key=lambda lh: bw[lh[1]] / bw[lh[0]])
+    clear = [(lo, hi) for lo, hi in pairs if TARGET_OF_UPPER * f[hi] >= FLOOR_TIMES * f[1]]
+    return max(clear, key=lambda lh: bw[lh[1]] / bw[lh[0]]) if clear else pairs[-1]
 
 
 def tail_floor(p999: dict[int, float]) -> dict[int, float]:
@@ -174,7 +186,7 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
               + ", ".join(f"{pt.bound}: {pt.p999_us / 1000:.1f} at {pt.bw_kib / 1024:.2f} MiB/s"
                           for pt in pts))
         lo, hi = gap_for_target(p, bw)
-        target = int(0.95 * tail_floor(p)[hi])
+        target = int(TARGET_OF_UPPER * tail_floor(p)[hi])
         assert p[1] < target < none.p999_us, (p, none, target)
         pick = select(none, pts, 100.0 * target / none.p999_us, 0.0).o1
         assert pick is not None
