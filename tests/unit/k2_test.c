@@ -917,25 +917,22 @@ TEST(adapt_converges_and_stays_in_band)
 {
 	struct sim_run r = { .bound = 1 };
 	u32 all[K2_LAT_BUCKETS] = { 0 };
-	u32 best = sim_best_bound(100, 64), lo = 64, hi = 1;
+	u32 best = sim_best_bound(100, 64), lo = 64, hi = 1, at[65] = { 0 };
 	u64 total = 0, p;
-	unsigned int w, settled = 0;
+	unsigned int w, b, settled = 0;
 
 	CHECK(best > 2 && best < 32);	/* a plant worth controlling */
 	for (w = 0; w < 40 && r.bound < best; w++)
 		sim_window(&r, 100, 64, NULL);
 	printf("adapt: from bound 1 to the best fixed bound in %u windows\n", w);
 	CHECK(w <= 10);
-	for (w = 0; w < 200; w++) {
-		u64 before = r.samples;
-
-		sim_window(&r, 100, 64, all);
-		total += r.samples - before;
-		if (r.bound < lo)
-			lo = r.bound;
-		if (r.bound > hi)
-			hi = r.bound;
-		settled++;
+	sim_settle(&r, 100, 0, at, all, &total);
+	for (b = 1; b <= 64; b++) {
+		if (!at[b])
+			continue;
+		lo = b < lo ? b : lo;
+		hi = b;
+		settled += at[b];
 	}
 	p = k2_lat_percentile(all, total, 999);
 	printf("adapt: best fixed bound %u; settled bounds %u..%u; "
