@@ -108,8 +108,9 @@ TARGET_OF_UPPER = 0.95       # the target, of the gap's upper bound's p99.9
 FLOOR_TIMES = 2.5            # the target, at least, of bound 1's p99.9
 
 
-def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, int]:
-    """The two neighbouring bounds of SWEEP between which the target goes:
+def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, int, int]:
+    """The two neighbouring bounds of SWEEP between which the target goes,
+    and the target (in the unit of @p999):
     of the pairs whose RT p99.9 differ by half at least (so that a target
     between them falls clearly above the lower one's, whatever the noise)
     and whose target (TARGET_OF_UPPER of the upper one's) is at least
@@ -133,7 +134,8 @@ def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, i
     pairs = [(lo, hi) for lo, hi in zip(SWEEP, SWEEP[1:]) if f[hi] >= 1.5 * f[lo]]
     assert pairs, p999
     clear = [(lo, hi) for lo, hi in pairs if TARGET_OF_UPPER * f[hi] >= FLOOR_TIMES * f[1]]
-    return max(clear, key=lambda lh: bw[lh[1]] / bw[lh[0]]) if clear else pairs[-1]
+    lo, hi = max(clear, key=lambda lh: bw[lh[1]] / bw[lh[0]]) if clear else pairs[-1]
+    return lo, hi, int(TARGET_OF_UPPER * f[hi])
 
 
 def tail_floor(p999: dict[int, float]) -> dict[int, float]:
@@ -185,8 +187,7 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
         print("sweep, RT p99.9 (ms): none %.1f, " % (none.p999_us / 1000)
               + ", ".join(f"{pt.bound}: {pt.p999_us / 1000:.1f} at {pt.bw_kib / 1024:.2f} MiB/s"
                           for pt in pts))
-        lo, hi = gap_for_target(p, bw)
-        target = int(TARGET_OF_UPPER * tail_floor(p)[hi])
+        lo, hi, target = gap_for_target(p, bw)
         assert p[1] < target < none.p999_us, (p, none, target)
         pick = select(none, pts, 100.0 * target / none.p999_us, 0.0).o1
         assert pick is not None
