@@ -273,20 +273,36 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  *    requests in the device), by at least one and at most to half, and
  *    the histogram is cleared: what was measured at the old bound says
  *    nothing about the new one;
- *  - below a quarter of the target: it doubles (a slow start, as TCP's:
- *    from bound 1 the controller reaches 16 in four windows), which,
- *    latency being at most linear in the bound, stays below half the
- *    target;
- *  - below half the target: it rises by a quarter (at least one), which
- *    stays below 5/8 of the target;
- *  - below 3/4 of the target: it rises by one;
+ *  - at 3/4 of the target or below: it rises halfway toward the bound
+ *    that would put the estimate at 3/4 of the target if latency grew
+ *    linearly with the bound (bound * 3/4 target / estimate), by one at
+ *    least and to twice at most.  Latency grows at most linearly with
+ *    the bound (each request in the device adds at most one service time
+ *    ahead of a real-time one, on top of a fixed part that does not
+ *    grow), so the new bound's estimate stays below 3/4 of the target;
+ *    from far below, the bound doubles each window (a slow start, as
+ *    TCP's: 1, 2, 4, 8, 16 in four windows).  An estimate that rests on
+ *    one window's samples (the first after a fall or the start: fewer
+ *    than K2_ADAPT_MIN_SAMPLES * 3/2) is near their maximum, a lower
+ *    percentile than the 99.9th, and earns a rise of one only.  (A first
+ *    version rose by one above half the target and by a quarter above a
+ *    quarter of it: where the fixed part dominates, as ssdsim's random
+ *    reads at time_scale 50, 13.8 ms at bound 1 and 19.5 ms at 16
+ *    against a 45 ms target, it took 12 windows, 13 s, to reach 16 and
+ *    was at 22 when a 28 s run ended.  A rise all the way, not halfway,
+ *    and on one window's estimate too, went from 17 to 22 on an estimate
+ *    of 17.4 ms where 17 had measured 25.6-34.8 ms, and was cut twice.)
  *  - otherwise (between 3/4 of the target and the target) it holds.
- * Multiplicative decrease and additive increase with a dead band in
- * between: a bound that meets the target with room to spare creeps up,
- * one that misses it is cut at once, and in the band nothing moves, so the
- * bound does not chatter between two values whose latencies straddle the
- * target (AIMD, as TCP and blk-iolatency; the dead band as in kyber's
- * domain tokens that only move when latency is clearly good or bad).
+ * Both moves are proportional, with a dead band in between: a bound
+ * that misses the target is cut at once, one that meets it with room to
+ * spare climbs toward the band (its last step, of one, slowly, as AIMD's
+ * additive increase), and in the band nothing moves, so the bound does
+ * not chatter between two values whose latencies straddle the target.  A
+ * rise aims at the band's bottom, a quarter below the target, so that
+ * only a latency growing faster than the bound, or a window's noise of
+ * more than a third, carries it above the target; then the cut brings it
+ * back (MD, as TCP and blk-iolatency; the dead band as in kyber's domain
+ * tokens that only move when latency is clearly good or bad).
  *
  * A raise must also buy bandwidth (k2_adapt_gain()): where the device is
  * already at its limit (random writes behind page programs give the same
@@ -401,10 +417,10 @@ enum k2_adapt_reason {
 	K2_ADAPT_HOLD,		/* within [3/4 target, target] */
 	K2_ADAPT_DOWN,		/* above the target */
 	K2_ADAPT_UP,		/* below 3/4 of it: one more */
-	K2_ADAPT_UP_FAST,	/* below half of it: a quarter more */
+	K2_ADAPT_UP_FAST,	/* ... more, toward 3/4 of it */
 	K2_ADAPT_IDLE,		/* no real-time requests: max_inflight */
 	K2_ADAPT_RETURN,	/* real-time requests again */
-	K2_ADAPT_UP_DOUBLE,	/* below a quarter of it: twice */
+	K2_ADAPT_UP_DOUBLE,	/* ... twice (far below it) */
 	K2_ADAPT_NO_GAIN,	/* back: the last raise bought no bandwidth */
 	K2_ADAPT_NR_REASONS,
 };
@@ -414,13 +430,15 @@ enum k2_adapt_reason {
  * @bound:	the adaptive bound the window was measured under
  * @max:	the largest it may become (max_inflight)
  * @est_us:	the window's latency estimate
+ * @samples:	the samples it rests on (the folded histogram's)
  * @target_us:	the target (non-zero)
  * @next:	the new bound, in [1, @max]
  */
 static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
-						   u64 est_us, u32 target_us,
-						   u32 *next)
+						   u64 est_us, u64 samples,
+						   u32 target_us, u32 *next)
 {
+	enum k2_adapt_reason why;
 	u64 t = target_us, n;
 
 	if (bound > max)
@@ -435,19 +453,26 @@ static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
 		*next = n ? n : 1;
 		return K2_ADAPT_DOWN;
 	}
-	if (4 * est_us < t) {
-		n = 2 * (u64)bound;
-		*next = n < max ? n : max;
-		return K2_ADAPT_UP_DOUBLE;
-	}
-	if (2 * est_us < t) {
-		n = bound + (bound / 4 ? bound / 4 : 1);
-		*next = n < max ? n : max;
-		return K2_ADAPT_UP_FAST;
-	}
 	if (4 * est_us <= 3 * t) {
-		*next = bound < max ? bound + 1 : max;
-		return K2_ADAPT_UP;
+		/*
+		 * halfway to 3/4 of the target, one more at least, twice at
+		 * most; one more on an estimate of a single window
+		 */
+		n = est_us ? (u64)bound * 3 * t / (4 * est_us) : 4 * (u64)bound;
+		n = (n + bound) / 2;
+		if (samples < K2_ADAPT_MIN_SAMPLES * 3 / 2)
+			n = bound + 1;
+		if (n >= 2 * (u64)bound) {
+			n = 2 * (u64)bound;
+			why = K2_ADAPT_UP_DOUBLE;
+		} else if (n <= bound + 1) {
+			n = bound + 1;
+			why = K2_ADAPT_UP;
+		} else {
+			why = K2_ADAPT_UP_FAST;
+		}
+		*next = n < max ? n : max;
+		return why;
 	}
 	return K2_ADAPT_HOLD;
 }

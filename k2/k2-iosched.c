@@ -757,7 +757,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	est = k2_lat_percentile(a->acc, total, K2_ADAPT_PERMILLE);
 	a->est_us = est;
 	why = k2_adapt_decide(a->bound, READ_ONCE(kd->max_inflight), est,
-			      target, &next);
+			      total, target, &next);
 	why = k2_adapt_gain(&a->gain, a->bound, rate, why, &next);
 	a->bound = next;
 	if (why == K2_ADAPT_DOWN)

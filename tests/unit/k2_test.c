@@ -596,43 +596,68 @@ TEST(adapt_window_ends_early_on_samples_over_the_target)
 
 TEST(adapt_steps)
 {
+	const u64 FULL = 2 * K2_ADAPT_MIN_SAMPLES;
 	u32 next;
 
 	/* far above: at most halved */
-	CHECK_EQ(k2_adapt_decide(32, 64, 10000, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(k2_adapt_decide(32, 64, 10000, FULL, 1000, &next), K2_ADAPT_DOWN);
 	CHECK_EQ(next, 16);
 	/* in proportion to the overshoot: 32 * 1000 / 1250 = 25 */
-	CHECK_EQ(k2_adapt_decide(32, 64, 1250, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(k2_adapt_decide(32, 64, 1250, FULL, 1000, &next), K2_ADAPT_DOWN);
 	CHECK_EQ(next, 25);
 	/* barely above: still at least one less */
-	CHECK_EQ(k2_adapt_decide(32, 64, 1001, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(k2_adapt_decide(32, 64, 1001, FULL, 1000, &next), K2_ADAPT_DOWN);
 	CHECK_EQ(next, 31);
 	/* never below one */
-	CHECK_EQ(k2_adapt_decide(1, 64, 5000, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(k2_adapt_decide(1, 64, 5000, FULL, 1000, &next), K2_ADAPT_DOWN);
 	CHECK_EQ(next, 1);
 	/* the dead band holds */
-	CHECK_EQ(k2_adapt_decide(8, 64, 1000, 1000, &next), K2_ADAPT_HOLD);
+	CHECK_EQ(k2_adapt_decide(8, 64, 1000, FULL, 1000, &next), K2_ADAPT_HOLD);
 	CHECK_EQ(next, 8);
-	CHECK_EQ(k2_adapt_decide(8, 64, 751, 1000, &next), K2_ADAPT_HOLD);
+	CHECK_EQ(k2_adapt_decide(8, 64, 751, FULL, 1000, &next), K2_ADAPT_HOLD);
 	CHECK_EQ(next, 8);
-	/* below 3/4: one more; below half: a quarter more */
-	CHECK_EQ(k2_adapt_decide(8, 64, 750, 1000, &next), K2_ADAPT_UP);
+	/*
+	 * at 3/4 or below: halfway toward 3/4 of the target, as if latency
+	 * grew linearly with the bound (8 * 750 / 499 = 12: 10), one more at
+	 * least (10 * 750 / 700 = 10), twice at most (2 * 750 / 250 = 6)
+	 */
+	CHECK_EQ(k2_adapt_decide(8, 64, 750, FULL, 1000, &next), K2_ADAPT_UP);
 	CHECK_EQ(next, 9);
-	CHECK_EQ(k2_adapt_decide(8, 64, 499, 1000, &next), K2_ADAPT_UP_FAST);
+	CHECK_EQ(k2_adapt_decide(8, 64, 499, FULL, 1000, &next),
+		 K2_ADAPT_UP_FAST);
 	CHECK_EQ(next, 10);
-	CHECK_EQ(k2_adapt_decide(2, 64, 250, 1000, &next), K2_ADAPT_UP_FAST);
-	CHECK_EQ(next, 3);
-	/* below a quarter: twice */
-	CHECK_EQ(k2_adapt_decide(2, 64, 249, 1000, &next), K2_ADAPT_UP_DOUBLE);
+	CHECK_EQ(k2_adapt_decide(10, 64, 700, FULL, 1000, &next), K2_ADAPT_UP);
+	CHECK_EQ(next, 11);
+	CHECK_EQ(k2_adapt_decide(4, 64, 300, FULL, 1000, &next),
+		 K2_ADAPT_UP_FAST);
+	CHECK_EQ(next, 7);
+	CHECK_EQ(k2_adapt_decide(2, 64, 250, FULL, 1000, &next),
+		 K2_ADAPT_UP_DOUBLE);
 	CHECK_EQ(next, 4);
+	CHECK_EQ(k2_adapt_decide(4, 64, 0, FULL, 1000, &next),
+		 K2_ADAPT_UP_DOUBLE);
+	CHECK_EQ(next, 8);
+	/* from 1, twice when the room allows it (1 * 750 / 200 = 3: 2) */
+	CHECK_EQ(k2_adapt_decide(1, 64, 200, FULL, 1000, &next),
+		 K2_ADAPT_UP_DOUBLE);
+	CHECK_EQ(next, 2);
+	CHECK_EQ(k2_adapt_decide(1, 64, 700, FULL, 1000, &next), K2_ADAPT_UP);
+	CHECK_EQ(next, 2);
+	/*
+	 * an estimate of one window (after a fall, or at the start) is near
+	 * the maximum of its samples, a lower percentile: one more only
+	 */
+	CHECK_EQ(k2_adapt_decide(8, 64, 250, K2_ADAPT_MIN_SAMPLES, 1000, &next),
+		 K2_ADAPT_UP);
+	CHECK_EQ(next, 9);
 	/* never above max_inflight, also when it was lowered */
-	CHECK_EQ(k2_adapt_decide(64, 64, 10, 1000, &next), K2_ADAPT_UP_DOUBLE);
+	CHECK_EQ(k2_adapt_decide(64, 64, 10, FULL, 1000, &next), K2_ADAPT_UP_DOUBLE);
 	CHECK_EQ(next, 64);
-	CHECK_EQ(k2_adapt_decide(40, 64, 10, 1000, &next), K2_ADAPT_UP_DOUBLE);
+	CHECK_EQ(k2_adapt_decide(40, 64, 10, FULL, 1000, &next), K2_ADAPT_UP_DOUBLE);
 	CHECK_EQ(next, 64);
-	CHECK_EQ(k2_adapt_decide(64, 16, 800, 1000, &next), K2_ADAPT_HOLD);
+	CHECK_EQ(k2_adapt_decide(64, 16, 800, FULL, 1000, &next), K2_ADAPT_HOLD);
 	CHECK_EQ(next, 16);
-	CHECK_EQ(k2_adapt_decide(64, 16, 2000, 1000, &next), K2_ADAPT_DOWN);
+	CHECK_EQ(k2_adapt_decide(64, 16, 2000, FULL, 1000, &next), K2_ADAPT_DOWN);
 	CHECK_EQ(next, 8);
 }
 
@@ -874,7 +899,7 @@ static enum k2_adapt_reason sim_window(struct sim_run *r,
 	r->samples += i;
 	total = k2_lat_fold(r->acc, win);
 	est = k2_lat_percentile(r->acc, total, K2_ADAPT_PERMILLE);
-	why = k2_adapt_decide(r->bound, max, est, TARGET_US, &next);
+	why = k2_adapt_decide(r->bound, max, est, total, TARGET_US, &next);
 	why = k2_adapt_gain(&r->gain, r->bound,
 			    r->fifth ? sim_rate_fifth(r->bound) :
 			    sim_rate(r->bound, load_pct, r->flat), why, &next);
