@@ -594,71 +594,64 @@ TEST(adapt_window_ends_early_on_samples_over_the_target)
 	CHECK(k2_lat_percentile(hist, 9999, K2_ADAPT_PERMILLE) > 1000);
 }
 
-TEST(adapt_steps)
-{
-	const u64 FULL = 2 * K2_ADAPT_MIN_SAMPLES;
-	u32 next;
+/*
+ * k2_adapt_decide(): one window's estimate (of FULL samples, unless
+ * stated) against a 1000 us target, and the bound and reason it gives.
+ */
+#define FULL	(2 * K2_ADAPT_MIN_SAMPLES)
 
+static const struct decide_step {
+	u32 bound, max, est_us, samples, why, next;
+} decide_steps[] = {
 	/* far above: at most halved */
-	CHECK_EQ(k2_adapt_decide(32, 64, 10000, FULL, 1000, &next), K2_ADAPT_DOWN);
-	CHECK_EQ(next, 16);
+	{ 32, 64, 10000, FULL, K2_ADAPT_DOWN, 16 },
 	/* in proportion to the overshoot: 32 * 1000 / 1250 = 25 */
-	CHECK_EQ(k2_adapt_decide(32, 64, 1250, FULL, 1000, &next), K2_ADAPT_DOWN);
-	CHECK_EQ(next, 25);
+	{ 32, 64, 1250, FULL, K2_ADAPT_DOWN, 25 },
 	/* barely above: still at least one less */
-	CHECK_EQ(k2_adapt_decide(32, 64, 1001, FULL, 1000, &next), K2_ADAPT_DOWN);
-	CHECK_EQ(next, 31);
+	{ 32, 64, 1001, FULL, K2_ADAPT_DOWN, 31 },
 	/* never below one */
-	CHECK_EQ(k2_adapt_decide(1, 64, 5000, FULL, 1000, &next), K2_ADAPT_DOWN);
-	CHECK_EQ(next, 1);
+	{ 1, 64, 5000, FULL, K2_ADAPT_DOWN, 1 },
 	/* the dead band holds */
-	CHECK_EQ(k2_adapt_decide(8, 64, 1000, FULL, 1000, &next), K2_ADAPT_HOLD);
-	CHECK_EQ(next, 8);
-	CHECK_EQ(k2_adapt_decide(8, 64, 751, FULL, 1000, &next), K2_ADAPT_HOLD);
-	CHECK_EQ(next, 8);
+	{ 8, 64, 1000, FULL, K2_ADAPT_HOLD, 8 },
+	{ 8, 64, 751, FULL, K2_ADAPT_HOLD, 8 },
 	/*
 	 * at 3/4 or below: halfway toward 3/4 of the target, as if latency
 	 * grew linearly with the bound (8 * 750 / 499 = 12: 10), one more at
 	 * least (10 * 750 / 700 = 10), twice at most (2 * 750 / 250 = 6)
 	 */
-	CHECK_EQ(k2_adapt_decide(8, 64, 750, FULL, 1000, &next), K2_ADAPT_UP);
-	CHECK_EQ(next, 9);
-	CHECK_EQ(k2_adapt_decide(8, 64, 499, FULL, 1000, &next),
-		 K2_ADAPT_UP_FAST);
-	CHECK_EQ(next, 10);
-	CHECK_EQ(k2_adapt_decide(10, 64, 700, FULL, 1000, &next), K2_ADAPT_UP);
-	CHECK_EQ(next, 11);
-	CHECK_EQ(k2_adapt_decide(4, 64, 300, FULL, 1000, &next),
-		 K2_ADAPT_UP_FAST);
-	CHECK_EQ(next, 7);
-	CHECK_EQ(k2_adapt_decide(2, 64, 250, FULL, 1000, &next),
-		 K2_ADAPT_UP_DOUBLE);
-	CHECK_EQ(next, 4);
-	CHECK_EQ(k2_adapt_decide(4, 64, 0, FULL, 1000, &next),
-		 K2_ADAPT_UP_DOUBLE);
-	CHECK_EQ(next, 8);
+	{ 8, 64, 750, FULL, K2_ADAPT_UP, 9 },
+	{ 8, 64, 499, FULL, K2_ADAPT_UP_FAST, 10 },
+	{ 10, 64, 700, FULL, K2_ADAPT_UP, 11 },
+	{ 4, 64, 300, FULL, K2_ADAPT_UP_FAST, 7 },
+	{ 2, 64, 250, FULL, K2_ADAPT_UP_DOUBLE, 4 },
+	{ 4, 64, 0, FULL, K2_ADAPT_UP_DOUBLE, 8 },
 	/* from 1, twice when the room allows it (1 * 750 / 200 = 3: 2) */
-	CHECK_EQ(k2_adapt_decide(1, 64, 200, FULL, 1000, &next),
-		 K2_ADAPT_UP_DOUBLE);
-	CHECK_EQ(next, 2);
-	CHECK_EQ(k2_adapt_decide(1, 64, 700, FULL, 1000, &next), K2_ADAPT_UP);
-	CHECK_EQ(next, 2);
+	{ 1, 64, 200, FULL, K2_ADAPT_UP_DOUBLE, 2 },
+	{ 1, 64, 700, FULL, K2_ADAPT_UP, 2 },
 	/*
 	 * an estimate of one window (after a fall, or at the start) is near
 	 * the maximum of its samples, a lower percentile: one more only
 	 */
-	CHECK_EQ(k2_adapt_decide(8, 64, 250, K2_ADAPT_MIN_SAMPLES, 1000, &next),
-		 K2_ADAPT_UP);
-	CHECK_EQ(next, 9);
+	{ 8, 64, 250, K2_ADAPT_MIN_SAMPLES, K2_ADAPT_UP, 9 },
 	/* never above max_inflight, also when it was lowered */
-	CHECK_EQ(k2_adapt_decide(64, 64, 10, FULL, 1000, &next), K2_ADAPT_UP_DOUBLE);
-	CHECK_EQ(next, 64);
-	CHECK_EQ(k2_adapt_decide(40, 64, 10, FULL, 1000, &next), K2_ADAPT_UP_DOUBLE);
-	CHECK_EQ(next, 64);
-	CHECK_EQ(k2_adapt_decide(64, 16, 800, FULL, 1000, &next), K2_ADAPT_HOLD);
-	CHECK_EQ(next, 16);
-	CHECK_EQ(k2_adapt_decide(64, 16, 2000, FULL, 1000, &next), K2_ADAPT_DOWN);
-	CHECK_EQ(next, 8);
+	{ 64, 64, 10, FULL, K2_ADAPT_UP_DOUBLE, 64 },
+	{ 40, 64, 10, FULL, K2_ADAPT_UP_DOUBLE, 64 },
+	{ 64, 16, 800, FULL, K2_ADAPT_HOLD, 16 },
+	{ 64, 16, 2000, FULL, K2_ADAPT_DOWN, 8 },
+};
+
+TEST(adapt_steps)
+{
+	unsigned int i;
+
+	for (i = 0; i < sizeof(decide_steps) / sizeof(decide_steps[0]); i++) {
+		const struct decide_step *d = &decide_steps[i];
+		u32 next;
+
+		CHECK_EQ(k2_adapt_decide(d->bound, d->max, d->est_us,
+					 d->samples, 1000, &next), d->why);
+		CHECK_EQ(next, d->next);
+	}
 }
 
 TEST(adapt_rate)
