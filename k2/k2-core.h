@@ -443,7 +443,9 @@ static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
 
 	if (bound > max)
 		bound = max;
-	*next = bound ? bound : 1;
+	if (!bound)
+		bound = 1;
+	*next = bound;
 	if (est_us > t) {
 		n = (u64)bound * t / est_us;
 		if (n >= bound)

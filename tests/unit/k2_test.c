@@ -638,6 +638,9 @@ static const struct decide_step {
 	{ 40, 64, 10, FULL, K2_ADAPT_UP_DOUBLE, 64 },
 	{ 64, 16, 800, FULL, K2_ADAPT_HOLD, 16 },
 	{ 64, 16, 2000, FULL, K2_ADAPT_DOWN, 8 },
+	/* a bound of 0 counts as 1: never 0 back */
+	{ 0, 64, 10, FULL, K2_ADAPT_UP_DOUBLE, 2 },
+	{ 0, 64, 5000, FULL, K2_ADAPT_DOWN, 1 },
 };
 
 TEST(adapt_steps)
