@@ -460,10 +460,12 @@ static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
 		 * halfway to 3/4 of the target, one more at least, twice at
 		 * most; one more on an estimate of a single window
 		 */
-		n = est_us ? (u64)bound * 3 * t / (4 * est_us) : 4 * (u64)bound;
-		n = (n + bound) / 2;
 		if (samples < K2_ADAPT_MIN_SAMPLES * 3 / 2)
 			n = bound + 1;
+		else if (est_us)
+			n = ((u64)bound * 3 * t / (4 * est_us) + bound) / 2;
+		else
+			n = 2 * (u64)bound;
 		if (n >= 2 * (u64)bound) {
 			n = 2 * (u64)bound;
 			why = K2_ADAPT_UP_DOUBLE;
