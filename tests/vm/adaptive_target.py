@@ -1,0 +1,56 @@
+"""Where test_bench's adaptive-vs-select test sets its target: pure, so that
+tests/python checks the choice on the sweeps that CI measured."""
+from __future__ import annotations
+
+import itertools
+
+SWEEP = (1, 2, 4, 8, 16, 32)
+TARGET_OF_UPPER = 0.95       # the target, of the gap's upper bound's p99.9
+FLOOR_TIMES = 2.5            # the target, at least, of bound 1's p99.9
+WIDE = 1.5                   # a wide gap: the upper bound's p99.9, of the lower's
+
+
+def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, int, int]:
+    """The two neighbouring bounds of SWEEP between which the target goes,
+    and the target (in the unit of @p999), TARGET_OF_UPPER of the upper
+    bound's p99.9.
+
+    The p99.9s are first made monotonic (each bound's is at least the
+    largest of the bounds below it, tail_floor()): a larger bound cannot
+    have a shorter tail than a smaller one, and a short run's p99.9 is near
+    its largest sample.  Where one measured shorter, that was the host's
+    noise (in CI's busy host: 11.9 ms for bound 4 against bound 1's 15.4,
+    then 16.7 ms for bound 4 in the next run), and a target set between 4
+    and 8 sat on the floor of that noise.
+
+    The candidate gaps are those whose target is clear of the floor, at
+    least FLOOR_TIMES bound 1's p99.9; without one, the highest gap.  Bound
+    1's p99.9 is that floor: one request's device time and what the host
+    adds to fio's latencies, not to K2's estimate.  In CI (6.1, beside the
+    static, unit and debug tiers) a 17.6 ms target between bounds 4 and 8
+    was kept by K2's estimate and missed by fio's, 22.9 ms (1.31 of it); at
+    FLOOR_TIMES bound 1's p99.9 what the host adds is a small part of the
+    target.
+
+    Of the candidates, the wide ones (upper p99.9 at least WIDE the lower's,
+    so that the target falls clearly above the lower one's, whatever the
+    noise) compete on the bandwidth the device gains from the lower bound to
+    the upper; without a wide one, the gap with the largest ratio of p99.9s
+    wins, the one that leaves the controller the most room above the lower
+    bound.  (In CI on 6.12 the sweep once had no wide gap at all: 14.5,
+    15.4, 22.2 and 27.9 ms for bounds 1 to 8, and the test stopped there.)"""
+    f = tail_floor(p999)
+    gaps = list(zip(SWEEP, SWEEP[1:]))
+    clear = [(lo, hi) for lo, hi in gaps if TARGET_OF_UPPER * f[hi] >= FLOOR_TIMES * f[1]]
+    candidates = clear or gaps[-1:]
+    wide = [(lo, hi) for lo, hi in candidates if f[hi] >= WIDE * f[lo]]
+    if wide:
+        lo, hi = max(wide, key=lambda g: bw[g[1]] / bw[g[0]])
+    else:
+        lo, hi = max(candidates, key=lambda g: f[g[1]] / f[g[0]])
+    return lo, hi, int(TARGET_OF_UPPER * f[hi])
+
+
+def tail_floor(p999: dict[int, float]) -> dict[int, float]:
+    """Each bound of SWEEP's RT p99.9, or the largest of a smaller bound's."""
+    return dict(zip(SWEEP, itertools.accumulate((p999[b] for b in SWEEP), max)))
