@@ -292,7 +292,8 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  *    was at 22 when a 28 s run ended.  A rise all the way, not halfway,
  *    and on one window's estimate too, went from 17 to 22 on an estimate
  *    of 17.4 ms where 17 had measured 25.6-34.8 ms, and was cut twice.)
- *  - otherwise (between 3/4 of the target and the target) it holds.
+ *  - otherwise (between 3/4 of the target and the target) it holds, as
+ *    it does at max_inflight (a rise that cannot go above it is none).
  * Both moves are proportional, with a dead band in between: a bound
  * that misses the target is cut at once, one that meets it with room to
  * spare climbs toward the band (its last step, of one, slowly, as AIMD's
@@ -414,7 +415,7 @@ static inline bool k2_adapt_window_done(u64 elapsed_ns, u64 samples,
 
 /* k2_adapt_decide() results: why the bound moved (or did not). */
 enum k2_adapt_reason {
-	K2_ADAPT_HOLD,		/* within [3/4 target, target] */
+	K2_ADAPT_HOLD,		/* within [3/4 target, target], or at max */
 	K2_ADAPT_DOWN,		/* above the target */
 	K2_ADAPT_UP,		/* below 3/4 of it: one more */
 	K2_ADAPT_UP_FAST,	/* ... more, toward 3/4 of it */
@@ -475,8 +476,12 @@ static inline enum k2_adapt_reason k2_adapt_decide(u32 bound, u32 max,
 		} else {
 			why = K2_ADAPT_UP_FAST;
 		}
-		*next = n < max ? n : max;
-		return why;
+		if (n > max)
+			n = max;
+		if (n > bound) {
+			*next = n;
+			return why;
+		}
 	}
 	return K2_ADAPT_HOLD;
 }

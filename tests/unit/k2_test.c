@@ -633,9 +633,14 @@ static const struct decide_step {
 	 * the maximum of its samples, a lower percentile: one more only
 	 */
 	{ 8, 64, 250, K2_ADAPT_MIN_SAMPLES, K2_ADAPT_UP, 9 },
-	/* never above max_inflight, also when it was lowered */
-	{ 64, 64, 10, FULL, K2_ADAPT_UP_DOUBLE, 64 },
+	/*
+	 * never above max_inflight, also when it was lowered; at it, a rise
+	 * holds (the k2_adjust trace said up, from 32 to 32)
+	 */
+	{ 64, 64, 10, FULL, K2_ADAPT_HOLD, 64 },
 	{ 40, 64, 10, FULL, K2_ADAPT_UP_DOUBLE, 64 },
+	{ 64, 16, 10, FULL, K2_ADAPT_HOLD, 16 },
+	{ 63, 64, 740, FULL, K2_ADAPT_UP, 64 },
 	{ 64, 16, 800, FULL, K2_ADAPT_HOLD, 16 },
 	{ 64, 16, 2000, FULL, K2_ADAPT_DOWN, 8 },
 	/* a bound of 0 counts as 1: never 0 back */
