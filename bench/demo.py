@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import device as devmod
 from bench import prep, report, suites
 from bench.args import parse
 from bench.device import DeviceError
@@ -169,15 +168,8 @@ def _run_one(t: VMTarget, s: DemoSuite, k: str, dev: str, top: Path, seed: int,
         print(f"demo: skipping {s.suite}: {why}", flush=True)
         d.suites.append((s.suite, None, 0.0, why))
         return True
-    if s.ssdsim and dev.startswith("ssdsim"):
-        orig = devmod.module_params(t, "ssdsim")
-        try:
-            prep.load_ssdsim_again(t, dev, {**orig, **dict(s.ssdsim)})
-            return _run_loaded(t, s, k, dev, top, seed, d)
-        finally:
-            if not t.vm.dead:
-                prep.load_ssdsim_again(t, dev, orig)
-    return _run_loaded(t, s, k, dev, top, seed, d)
+    with prep.ssdsim_loaded_with(t, dev, dict(s.ssdsim) if dev.startswith("ssdsim") else {}):
+        return _run_loaded(t, s, k, dev, top, seed, d)
 
 
 def _run_loaded(t: VMTarget, s: DemoSuite, k: str, dev: str, top: Path, seed: int,
@@ -197,7 +189,7 @@ def _run_loaded(t: VMTarget, s: DemoSuite, k: str, dev: str, top: Path, seed: in
         print(f"demo: {s.suite} FAILED on {k}: {e}", file=sys.stderr, flush=True)
         d.suites.append((s.suite, out if (out / "manifest.json").exists() else None,
                          time.monotonic() - ts, f"FAILED: {str(e).splitlines()[0]}"))
-        return not t.vm.dead
+        return t.answering
     d.suites.append((s.suite, folder, time.monotonic() - ts, ""))
     return _follow_up(t, s, k, dev, folder, d)
 
@@ -216,7 +208,7 @@ def _follow_up(t: VMTarget, s: DemoSuite, k: str, dev: str, folder: Path, d: Don
     except (TargetError, DeviceError, RunError, ResultsError, ValueError) as e:
         print(f"demo: {mod} FAILED on {k}: {e}", file=sys.stderr, flush=True)
         d.suites.append((mod, None, time.monotonic() - ts, f"FAILED: {str(e).splitlines()[0]}"))
-        return not t.vm.dead
+        return t.answering
     return True
 
 

@@ -13,6 +13,8 @@ completes when its write buffer has drained to flash, GC included).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bench import device as devmod
@@ -43,6 +45,24 @@ def load_ssdsim_again(t: Target, dev: str, params: dict[str, str]) -> dict[str, 
     else:
         raise DeviceError(f"ssdsim reloaded with {args} but /dev/{dev} did not come back")
     return devmod.module_params(t, "ssdsim")
+
+
+@contextmanager
+def ssdsim_loaded_with(t: Target, dev: str, changes: dict[str, str]) -> Iterator[None]:
+    """ssdsim reloaded with @changes to its current parameters for the
+    block, then with those again, unless the target stopped answering
+    (nothing is reloaded without changes).  Outside a suite run: a run's
+    own changes go through reconfigure_ssdsim()."""
+    if not changes:
+        yield
+        return
+    orig = devmod.module_params(t, "ssdsim")
+    load_ssdsim_again(t, dev, {**orig, **changes})
+    try:
+        yield
+    finally:
+        if t.answering:
+            load_ssdsim_again(t, dev, orig)
 
 
 def reconfigure_ssdsim(ctx: RunContext, changes: dict[str, str]) -> dict[str, str]:

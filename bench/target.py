@@ -62,6 +62,12 @@ class Target(ABC):
     def is_local(self) -> bool:
         """True when the target is this machine (so the host's .build is its)."""
 
+    @property
+    def answering(self) -> bool:
+        """False once the target is known to be gone (a VM that stopped
+        answering): cleanups that need it are then skipped."""
+        return True
+
     def check(self, script: str, timeout: float = 300.0, what: str = "") -> str:
         """Run a script that must succeed; its output."""
         r = self.run(script, timeout)
@@ -164,6 +170,10 @@ class VMTarget(Target):
     @property
     def is_local(self) -> bool:
         return False
+
+    @property
+    def answering(self) -> bool:
+        return not self.vm.dead
 
     def run(self, script: str, timeout: float = 300.0) -> Result:
         try:

@@ -400,20 +400,17 @@ def test_demo_reloads_ssdsim_for_a_suite_that_asks_and_puts_it_back(
     """A demo suite with its own ssdsim parameters (kyber-grid: time_scale
     20) runs, with its follow-up steps, on ssdsim reloaded with them, and
     ssdsim is reloaded as it was afterwards, also when the suite fails; on
-    another device nothing is reloaded."""
+    another device nothing is reloaded, nor on a VM that stopped answering."""
     from bench import demo
     s = next(x for x in demo.DEMO if x.suite == "kyber-grid")
     assert dict(s.ssdsim) == {"time_scale": "20"}
     calls: list[Any] = []
 
-    class VM:
-        dead = False
-
     class T:
-        vm = VM()
+        answering = True
 
     orig = {"time_scale": "60", "fill_percent": "0"}
-    monkeypatch.setattr(demo.devmod, "module_params", lambda t, m: dict(orig))
+    monkeypatch.setattr(demo.prep.devmod, "module_params", lambda t, m: dict(orig))
     monkeypatch.setattr(demo.prep, "load_ssdsim_again",
                         lambda t, dev, p: calls.append(("load", dev, p)) or p)
 
@@ -439,3 +436,9 @@ def test_demo_reloads_ssdsim_for_a_suite_that_asks_and_puts_it_back(
     monkeypatch.setattr(demo, "_run_loaded", ran(False))
     demo._run_one(T(), s, "k", "vm-throttled", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
     assert calls == [("run", "kyber-grid")]
+    calls.clear()
+    gone = T()
+    gone.answering = False
+    assert demo._run_one(gone, s, "k", "ssdsim0", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
+    assert calls == [("load", "ssdsim0", {"time_scale": "20", "fill_percent": "0"}),
+                     ("run", "kyber-grid")]

@@ -82,14 +82,7 @@ def steps(t: Target, folder: Path, device: str) -> list[Step]:
     t1 = time.monotonic()
     bdir = folder.parent / "kyber-bench"
     params = kt_cli.ssdsim_param_dict(res.manifest)
-    dev = devmod.resolve(t, device)
-    orig = devmod.module_params(t, "ssdsim") if params else {}
-    if params:
-        prep.load_ssdsim_again(t, dev, params)
-    try:
+    with prep.ssdsim_loaded_with(t, devmod.resolve(t, device), params):
         o = versus.run(t, res, device, obj, WORKLOAD, BENCH_RUNTIME, BENCH_SETTLE, 1.0, bdir)
-    finally:
-        if params:
-            prep.load_ssdsim_again(t, dev, orig)
     out.append(("kyber-bench", bdir, time.monotonic() - t1, versus.summarize_goals(o)))
     return out
