@@ -221,6 +221,7 @@ struct k2_adapt {
 	u32 bound;		/* the controller's bound, 1..max_inflight */
 	u32 in_force;		/* k2_adapt_in_force() of it */
 	bool idle;		/* no real-time request lately */
+	bool fresh;		/* no dispatch since k2_adapt_reset() */
 	unsigned long rt_seen;	/* jiffies of the last real-time insert */
 	u64 win_start;		/* ns, when the window began */
 	unsigned long next_check; /* jiffies: when to count its samples again */
@@ -707,7 +708,8 @@ static void k2_adapt_apply(struct k2_data *kd, u64 now, u32 est_us,
  * request came for a while; otherwise, when the window is complete,
  * decide the next bound (k2_adapt_decide()).  Counting a window's samples
  * reads a word per CPU, so it is done at most every quarter target and
- * once a jiffy, and the clock is read only then: a window ends up to a
+ * once a jiffy, and the clock is read only then (and at the first
+ * dispatch after the target is set): a window ends up to a
  * jiffy (1-10 ms) later than it could (blk-iolatency's windows last at
  * least 100 ms).  Reading the clock at every dispatch cost adaptive K2
  * 0.4 % of its IOPS on null_blk (one vCPU, instruction-counting clock).
@@ -724,6 +726,18 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	lockdep_assert_held(&kd->lock);
 	if (a->idle)
 		return;
+	if (unlikely(a->fresh)) {
+		/*
+		 * The first window's clock starts with its first dispatch:
+		 * the target is often set on an idle device (a benchmark sets
+		 * it before its jobs start), and idle time in the window's
+		 * rate made the gain check's base too low, so that a raise
+		 * from it passed for a gain.
+		 */
+		a->fresh = false;
+		a->win_start = ktime_get_ns();
+		a->win_sectors = kd->dispatched_sectors;
+	}
 	if (!(kd->nonempty & K2_RT_QUEUES_MASK) &&
 	    time_after(j, a->rt_seen + k2_adapt_idle_jiffies(target))) {
 		a->idle = true;
@@ -800,6 +814,7 @@ static void k2_adapt_reset(struct k2_data *kd)
 	lockdep_assert_held(&kd->lock);
 	a->bound = 1;
 	a->idle = false;
+	a->fresh = true;
 	a->rt_seen = jiffies;
 	a->est_us = 0;
 	memset(a->acc, 0, sizeof(a->acc));
