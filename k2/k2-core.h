@@ -305,11 +305,19 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * back (MD, as TCP and blk-iolatency; the dead band as in kyber's domain
  * tokens that only move when latency is clearly good or bad).
  *
- * A raise must also buy bandwidth (k2_adapt_gain()): where the device is
- * already at its limit (random writes behind page programs give the same
- * bandwidth from bound 2 up) a higher bound only lengthens the real-time
- * tail.  A climb is judged once it has doubled the bound: the rate
- * (sectors dispatched per unit of time, k2_adapt_rate()) of the first
+ * A raise must also buy best effort bandwidth (k2_adapt_gain()): where
+ * the device is already at its limit (random writes behind page programs
+ * give the same bandwidth from bound 2 up) a higher bound only lengthens
+ * the real-time tail.  The bandwidth judged is best effort's, what the
+ * bound is raised for: on a device whose total is fixed (the paper's
+ * throttled one) best effort gains what a real-time job slowed within its
+ * target leaves, as the target allows; where the real-time share is small
+ * (one writer beside three) that is too little to count.  (A first
+ * version judged the total, and held the bound at 1 on the throttled
+ * device; it rose only while the first window's rate counted the idle
+ * time before a benchmark's jobs started.)  A climb is judged once it has
+ * doubled the bound: the rate (best effort's sectors dispatched per unit
+ * of time, k2_adapt_rate()) of the first
  * window at twice the bound the climb started from, or more, is
  * compared with the rate at that base (the mean of its windows, the
  * latest weighing half).  Twice the bound must buy an eighth more

@@ -204,7 +204,7 @@ struct k2_adapt_rec {
 	u32 old, new;		/* bound in force before and after */
 	u32 est_us;		/* the window's estimate (0: none) */
 	u32 samples;		/* samples it rests on */
-	u32 rate_kib;		/* the window's dispatch rate, KiB/s (0: none) */
+	u32 rate_kib;		/* its best-effort dispatch rate, KiB/s (0: none) */
 	u8 reason;		/* enum k2_adapt_reason */
 };
 
@@ -232,7 +232,7 @@ struct k2_adapt {
 	u64 seen_over;		/* rt_over_target summed, at its start */
 	u32 acc[K2_LAT_BUCKETS];	/* k2_lat_fold() of past windows */
 	u32 base[K2_LAT_BUCKETS];	/* per-CPU sums when the target was set */
-	u64 win_sectors;	/* kd->dispatched_sectors at its start */
+	u64 win_sectors;	/* kd->be_sectors at its start */
 	struct k2_gain gain;	/* k2_adapt_gain()'s state */
 	u64 reasons[K2_ADAPT_NR_REASONS];	/* decisions, by reason */
 	struct k2_adapt_rec history[K2_ADAPT_HISTORY];
@@ -252,7 +252,7 @@ struct k2_data {
 	unsigned int nonempty;
 	unsigned int queued;		/* requests on all queues */
 	u64 dispatched[K2_NR_QUEUES];	/* requests dispatched, per queue */
-	u64 dispatched_sectors;	/* of all of them (the adaptive gain check) */
+	u64 be_sectors;		/* best effort's sectors (adaptive gain check) */
 	u64 merged[K2_NR_QUEUES];	/* queued requests merged away */
 	u64 uncounted;		/* dispatched without finish_request */
 	u64 throttled;		/* dispatch calls the bound held back */
@@ -665,7 +665,7 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 	memset(&a->gain, 0, sizeof(a->gain));
 	k2_lat_sum(kd, a->seen);
 	a->seen_samples = k2_adapt_samples(kd, &a->seen_over);
-	a->win_sectors = kd->dispatched_sectors;
+	a->win_sectors = kd->be_sectors;
 	a->win_start = now;
 	a->next_check = jiffies;
 }
@@ -736,7 +736,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 		 */
 		a->fresh = false;
 		a->win_start = ktime_get_ns();
-		a->win_sectors = kd->dispatched_sectors;
+		a->win_sectors = kd->be_sectors;
 	}
 	if (!(kd->nonempty & K2_RT_QUEUES_MASK) &&
 	    time_after(j, a->rt_seen + k2_adapt_idle_jiffies(target))) {
@@ -762,9 +762,9 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	}
 	a->seen_samples += n;
 	a->seen_over += over;
-	rate = k2_adapt_rate(kd->dispatched_sectors - a->win_sectors,
+	rate = k2_adapt_rate(kd->be_sectors - a->win_sectors,
 			     now - a->win_start);
-	a->win_sectors = kd->dispatched_sectors;
+	a->win_sectors = kd->be_sectors;
 	a->win_start = now;
 	a->next_check = j;
 	total = k2_lat_fold(a->acc, a->win);
@@ -999,10 +999,11 @@ again:
 	else
 		kd->uncounted++;
 	kd->dispatched[sel]++;
-	kd->dispatched_sectors += blk_rq_sectors(rq);
 	kd->dispatch_seq++;
-	if (sel == K2_BE_QUEUE)
+	if (sel == K2_BE_QUEUE) {
 		kd->be_served = now;
+		kd->be_sectors += blk_rq_sectors(rq);
+	}
 	if (promoted)
 		kd->promotions++;
 	k2_trace_dispatch(kd, rq, sel, promoted, now);
