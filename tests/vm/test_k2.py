@@ -356,6 +356,15 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(k2: Guest) -> None
     scheduler sees, 5-7 ms at bound 1 and up to 38 ms at bound 8, where
     fio's was 73 ms and K2's 35 ms.)
 
+    The adaptive run lasts 40 s, 1500-1900 real-time reads, so that its
+    p99.9 is the second largest of them.  Over 20 s (about 950 reads) it
+    was their maximum, and one stall of the guest decided it: in CI on
+    6.12 K2 measured p50 21.5 ms and p99 29.7 ms against a 36.4 ms target,
+    as runs here do (p99 29.7 ms, largest 29.7-34.8 ms), and one read of
+    51.2 ms.  K2's latency runs from the request's allocation to its
+    completion, so a guest vCPU the host holds back adds to it; with two
+    busy loops beside the guest the same bound measured twice as long.
+
     The best-effort readers start 0.5 s after the RT reader: were they
     first, more than K2_ADAPT_IDLE_MS after the target was set (fio's
     start-up under TCG can take that long), K2 would see best effort alone,
@@ -387,7 +396,7 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(k2: Guest) -> None
     g.set_attr(dev, "max_inflight", 32)
     g.set_attr(dev, "target_latency_us", target)
     before = g.stats(dev, "adapt")
-    run("adaptive", 20)
+    run("adaptive", 40)
     st = g.stats(dev, "adapt")
     hist = g.stat(dev, "adapt_history")
     lat = g.stats(dev, "adapt_latency")
