@@ -51,7 +51,15 @@ Controller (multiplicative, with a dead band and a memory):
 - r <= 3/4 for QUIET (3) periods in a row: write target x DOWN (0.8),
   never below that floor nor --write-min-us;
 - 3/4 < r <= 1 (the bucket just under the objective): hold;
-- a period without read samples: hold (nothing to judge).
+- a period without read samples: hold (nothing to judge);
+- a calm period (reads completed, the block layer's mean read latency at
+  most CALM (1/4) of the objective, and no figure from Kyber, as a reader
+  of a few reads a second has for good, since Kyber reports its total p99
+  only after 500 reads): MEMORY of them in a row are a step down (x DOWN),
+  never below the floor.  A mean says nothing strict of the P99, so calm
+  periods only probe, at the pace the memory probes at: at most one
+  missed period per MEMORY, and without them a slow reader's write target
+  could only ever rise.
 Why it does not oscillate: the dead band is a whole bucket wide, so one
 write target cannot satisfy both the up and the down rule; a step down
 needs three quiet periods and is 5x smaller (in log terms) than a step up,
@@ -81,6 +89,7 @@ from bench.target import Target, q
 from bench.trace import EventSpec, Ftrace
 
 UP, MAX_UP, DOWN, QUIET, MEMORY, FLOOR_MARGIN = 2.0, 8.0, 0.8, 3, 30, 1.25
+CALM = 0.25              # mean read latency / objective at most this: calm
 IN_BAND = 0.75           # r above this (and up to 1): hold
 STALL_PERIODS = 3        # readless periods in a row that count as a stall
 EVENTS = [EventSpec("kyber", "kyber_latency"), EventSpec("kyber", "kyber_adjust")]
@@ -101,6 +110,7 @@ class Controller:
     quiet: int = 0
     floor_ns: int = 0
     floor_left: int = 0
+    calm: int = 0           # calm periods in a row (update(calm=True))
 
     def __post_init__(self) -> None:
         if not 0 < self.w_min_ns <= self.w_max_ns:
@@ -109,13 +119,19 @@ class Controller:
             raise ValueError("controller steps: need up > 1, 0 < down < 1, quiet >= 1")
         self.w_ns = min(max(self.w_ns, self.w_min_ns), self.w_max_ns)
 
-    def update(self, ratio: float | None) -> str:
-        """One period's read-P99-to-objective ratio (None: no samples); the
-        action taken: up, down, hold, idle."""
+    def update(self, ratio: float | None, calm: bool = False) -> str:
+        """One period's read-P99-to-objective ratio (None: no samples) and,
+        without one, whether the period was calm; the action taken: up,
+        down, hold, idle."""
         if self.floor_left > 0:
             self.floor_left -= 1
         if ratio is None:
-            return "idle"
+            self.calm = self.calm + 1 if calm else 0
+            if self.calm < self.memory:
+                return "hold" if calm else "idle"
+            self.calm = 0
+            return self._down()
+        self.calm = 0
         if ratio > 1.0:
             self.quiet = 0
             self.floor_ns = min(self.w_max_ns, math.ceil(self.w_ns * FLOOR_MARGIN))
@@ -132,6 +148,9 @@ class Controller:
         if self.quiet < self.quiet_needed:
             return "hold"
         self.quiet = 0
+        return self._down()
+
+    def _down(self) -> str:
         low = max(self.w_min_ns, self.floor_ns if self.floor_left > 0 else 0)
         new = max(low, int(self.w_ns * self.down))
         if new >= self.w_ns:
@@ -223,11 +242,14 @@ def signal(kyber: float | None, mean: float | None, stall: float | None = None
     (@stall, a ratio: no read completed), Kyber's figure (read_ratio()),
     or the block layer's mean read latency over the objective (@mean, a
     ratio) when that is over 1 and above Kyber's (or Kyber has none).  A
-    mean under the objective alone says nothing of the P99: no figure then."""
+    mean under the objective alone says nothing of the P99: no figure then,
+    "calm" when it is at most CALM (Controller.update(calm=True))."""
     if stall is not None:
         return stall, "stall"
     if mean is not None and mean > 1.0 and (kyber is None or mean > kyber):
         return mean, "mean"
+    if kyber is None and mean is not None and mean <= CALM:
+        return None, "calm"
     return kyber, "kyber" if kyber is not None else ""
 
 
@@ -272,7 +294,7 @@ class Row:
     read_depth: int | None
     write_depth: int | None
     action: str
-    signal: str = ""        # where ratio came from: kyber, mean, stall, "" (none)
+    signal: str = ""        # where ratio came from: kyber, mean, stall; calm, "" (none)
 
 
 @dataclass
@@ -350,7 +372,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                 ratio, sig = signal(kyber, None if mean_ms is None
                                     else mean_ms * 1000 / objective_us, stalled)
                 w_before = ctl.w_ns
-                action = ctl.update(ratio)
+                action = ctl.update(ratio, calm=sig == "calm")
                 if ctl.w_ns != w_before:
                     devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
                 row = Row(round(time.monotonic() - t0, 2), obj_ns, ctl.w_ns, ratio,
@@ -397,7 +419,9 @@ def _csv(path: Path | None) -> Callable[[Row], None] | None:
 
 
 def fmt_row(r: Row) -> str:
-    if r.ratio is None:
+    if r.signal == "calm":
+        p = "no P99, mean read calm"
+    elif r.ratio is None:
         p = "no reads"
     elif r.signal == "mean":
         p = f"mean read over objective ({r.ratio:.2f})"

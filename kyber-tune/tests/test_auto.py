@@ -101,6 +101,51 @@ def test_idle_periods_hold_and_steps_respect_the_range() -> None:
         Controller(R, R, 2 * R, up=0.9)
 
 
+def test_calm_periods_probe_down_at_the_memory_pace() -> None:
+    """Without a figure, MEMORY calm periods in a row are one step down; a
+    period that is not calm (no reads, or a mean above CALM) or that has a
+    figure starts the count again, so the first probe after a miss comes
+    when its memory ends."""
+    c = Controller(8 * R, R, 1000 * R)
+    for _ in range(auto.MEMORY - 1):
+        assert c.update(None, calm=True) == "hold"
+    assert c.update(None) == "idle" and c.w_ns == 8 * R        # not calm: again
+    for _ in range(auto.MEMORY - 1):
+        c.update(None, calm=True)
+    assert c.update(0.8) == "hold" and c.w_ns == 8 * R          # a figure: again
+    for _ in range(auto.MEMORY - 1):
+        c.update(None, calm=True)
+    assert c.update(None, calm=True) == "down" and c.w_ns == int(8 * R * auto.DOWN)
+    c = Controller(R, R, 1000 * R)
+    assert c.update(1.5) == "up" and c.w_ns == 2 * R
+    for _ in range(auto.MEMORY - 1):
+        c.update(None, calm=True)
+    assert c.w_ns == 2 * R                      # not before the memory of the miss ends
+    assert c.update(None, calm=True) == "down" and c.w_ns == int(2 * R * auto.DOWN)
+
+
+def test_slow_reader_write_target_comes_down_after_the_load_falls() -> None:
+    """A reader too slow for Kyber's p99 (no figure ever): only the block
+    layer's mean, 0.3 x its P99 here, speaks.  A load that puts the mean
+    over the objective raises the write target until the mean is under
+    it; when the load falls to an eighth, the calm periods bring the write
+    target back to the minimum, one step per MEMORY periods, without ever
+    putting the mean over the objective."""
+    c = Controller(R, R, 1000 * R)
+    hist = []
+    for t in range(600):
+        load = 4.0 if t < 100 else 0.5
+        p99 = plant(c.w_ns, load, random.Random(t), 0.1)[1]
+        ratio, sig = signal(None, 0.3 * p99)
+        hist.append((c.w_ns, 0.3 * p99, c.update(ratio, calm=sig == "calm")))
+    high = hist[99][0]
+    assert high >= 3 * R and all(m <= 1.0 for _, m, _ in hist[20:100])
+    assert all(m <= 1.0 for _, m, _ in hist[100:])
+    assert hist[-1][0] == R
+    downs = [t for t, (_, _, a) in enumerate(hist) if a == "down"]
+    assert downs and all(b - a >= auto.MEMORY for a, b in zip(downs, downs[1:]))
+
+
 def test_far_over_rises_with_the_miss() -> None:
     """A miss by r > 2 (the block layer's mean says so) steps the write
     target by r, up to 8x: from R to 500 R takes 3 periods at r = 8, where
@@ -126,6 +171,8 @@ def test_signal_mean_stands_in_when_kyber_is_blind_or_lower() -> None:
     assert signal(2.0, 1.5) == (2.0, "kyber")
     assert signal(0.5, 0.9) == (0.5, "kyber")          # a mean under: Kyber's figure
     assert signal(None, 0.9) == (None, "")             # says nothing of the P99
+    assert signal(None, 0.25) == (None, "calm")        # ... at most a quarter: calm
+    assert signal(0.5, 0.1) == (0.5, "kyber")
     assert signal(None, None) == (None, "")
     assert signal(0.75, None) == (0.75, "kyber")
 
