@@ -422,7 +422,7 @@ def fmt_row(r: Row) -> str:
     if r.signal == "calm":
         p = "no P99, mean read calm"
     elif r.ratio is None:
-        p = "no reads"
+        p = "no reads" if r.mean_read_ms is None else "no P99 figure"
     elif r.signal == "mean":
         p = f"mean read over objective ({r.ratio:.2f})"
     elif r.signal == "stall":
