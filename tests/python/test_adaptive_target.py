@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vm"))
 
-from adaptive_target import gap_for_target, tail_floor  # noqa: E402
+from adaptive_target import SWEEP, gap_for_target, tail_ceiling, tail_floor  # noqa: E402
 
 BW = {1: 1.08, 2: 1.91, 4: 3.50, 8: 5.18, 16: 7.22, 32: 9.04}   # MiB/s, 6.12
 
@@ -44,3 +44,15 @@ def test_a_tail_shorter_than_a_smaller_bound_is_noise() -> None:
     assert list(tail_floor(p).values()) == [15_400, 15_400, 15_400, 30_000, 50_000, 80_000]
     # 4-8 is wide only once floored, and its target is below 2.5x bound 1's
     assert gap_for_target(p, BW)[:2] == (8, 16)
+
+
+def test_a_larger_bound_shorter_than_the_gap_keeps_the_pick_below_the_top() -> None:
+    """Where a larger bound measured a shorter tail than the gap's upper
+    bound, the target goes below that one too: `bench select` (the largest
+    bound whose p99.9 is within the target) then picks the gap's lower
+    bound, not 32, which adaptive K2 (up to 32) could not out-deliver."""
+    p = {1: 10_000, 2: 11_000, 4: 14_000, 8: 20_000, 16: 64_000, 32: 60_000}
+    assert list(tail_ceiling(p).values()) == [10_000, 11_000, 14_000, 20_000, 60_000, 60_000]
+    lo, hi, target = gap_for_target(p, BW)
+    assert (lo, hi) == (8, 16) and target == int(0.95 * 60_000)
+    assert max(b for b in SWEEP if p[b] <= target) == 8
