@@ -347,27 +347,27 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(k2: Guest) -> None
     device.  With a target between the RT p99.9 of k2 at bound 1 and at 32
     (their geometric mean, same boot), the adaptive bound settles between
     them: over a run from bound 1 the RT p99 K2 measures (debugfs
-    adapt_latency: allocation to completion) is at most the target, the
-    top of the controller's band, the p99.9 fio measures is below bound
-    32's, and best effort gets more than at bound 1.  When only best
-    effort is left, the bound in force goes to max_inflight; when RT
-    returns, it goes back to the controller's bound at once.  (fio's own p99.9 is not held to the
-    target: under TCG the guest's CPU adds to it, beyond anything a
+    adapt_latency: allocation to completion) is at most the target, the top
+    of the controller's band, the p99.9 fio measures is below bound 32's,
+    and best effort gets more than at bound 1.  When only best effort is
+    left, the bound in force goes to max_inflight; when RT returns, it goes
+    back to the controller's bound at once.  (fio's own p99.9 is not held
+    to the target: under TCG the guest's CPU adds to it, beyond anything a
     scheduler sees, 5-7 ms at bound 1 and up to 38 ms at bound 8, where
     fio's was 73 ms and K2's 35 ms.)
 
-    K2's p99.9 is printed, not held to the target here: on this device
-    it is set by the host.  K2's latency runs from the request's
-    allocation to its completion, so a stall of the guest (QEMU held back
-    by the host, the throttled device's timer with it) lands on the RT
-    read in flight, and the share of reads hit, about (stalls x RT
-    latency) / run time, is near the 0.1 % a p99.9 leaves: 2 stalls of a
-    40 s run at 20 ms a read.  CI twice: on 6.12 (20 s, 950 reads) p99
-    29.7 ms and one read of 51.2 ms for a 36.4 ms target; on 7.3 (40 s,
-    1979 reads) p99 34.8 ms and two of 63.5 ms for a 51.4 ms target.  Eight
-    runs here (6.12 and 7.3) had their largest read at 29.7-38.9 ms.  The p99.9 claim is
-    test_bench's, on ssdsim, where device time dominates and the pick of
-    `bench select`, run beside adaptive K2, witnesses the host's stalls.
+    K2's p99.9 is printed, not held to the target here: on this device it
+    is set by the host.  K2's latency runs from the request's allocation to
+    its completion, so a stall of the guest (QEMU held back by the host,
+    the throttled device's timer with it) lands on the RT read in flight,
+    and the share of reads hit, about (stalls x RT latency) / run time, is
+    near the 0.1 % a p99.9 leaves: 2 stalls of a 40 s run at 20 ms a read.
+    CI twice: on 6.12 (20 s, 950 reads) p99 29.7 ms and one read of 51.2 ms
+    for a 36.4 ms target; on 7.3 (40 s, 1979 reads) p99 34.8 ms and two of
+    63.5 ms for a 51.4 ms target.  Eight runs here (6.12 and 7.3) had their
+    largest read at 29.7-38.9 ms.  The p99.9 claim is test_bench's, on
+    ssdsim, where device time dominates and the pick of `bench select`, run
+    beside adaptive K2, witnesses the host's stalls.
 
     The best-effort readers start 0.5 s after the RT reader: were they
     first, more than K2_ADAPT_IDLE_MS after the target was set (fio's
