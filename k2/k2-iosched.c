@@ -222,6 +222,7 @@ struct k2_adapt {
 	u32 in_force;		/* k2_adapt_in_force() of it */
 	bool idle;		/* no real-time request lately */
 	bool fresh;		/* no dispatch since k2_adapt_reset() */
+	u32 falls;		/* k2_adapt_falls() */
 	unsigned long rt_seen;	/* jiffies of the last real-time insert */
 	u64 win_start;		/* ns, when the window began */
 	unsigned long next_check; /* jiffies: when to count its samples again */
@@ -771,9 +772,11 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	est = k2_lat_percentile(a->acc, total, K2_ADAPT_PERMILLE);
 	a->est_us = est;
 	why = k2_adapt_decide(a->bound, READ_ONCE(kd->max_inflight), est,
-			      total, target, &next);
+			      total, target,
+			      over >= K2_ADAPT_EARLY_OVER ? a->falls : 0, &next);
 	why = k2_adapt_gain(&a->gain, a->bound, rate, why, &next);
 	a->bound = next;
+	a->falls = k2_adapt_falls(a->falls, why, over);
 	if (why == K2_ADAPT_DOWN)
 		memset(a->acc, 0, sizeof(a->acc));
 	k2_adapt_apply(kd, now, min_t(u64, est, U32_MAX),
@@ -798,6 +801,7 @@ static void k2_adapt_rt_seen(struct k2_data *kd)
 		return;
 	now = ktime_get_ns();
 	a->idle = false;
+	a->falls = 0;
 	k2_adapt_new_window(kd, now);
 	k2_adapt_apply(kd, now, 0, 0, 0, K2_ADAPT_RETURN);
 }
@@ -815,6 +819,7 @@ static void k2_adapt_reset(struct k2_data *kd)
 	a->bound = 1;
 	a->idle = false;
 	a->fresh = true;
+	a->falls = 0;
 	a->rt_seen = jiffies;
 	a->est_us = 0;
 	memset(a->acc, 0, sizeof(a->acc));
