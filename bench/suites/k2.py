@@ -26,7 +26,9 @@ background load changes halfway (1 best-effort job of the operation, then
 --changing-be-jobs of --changing-be-op, random writes by default: behind
 programs on the dies the same bound means a much longer wait), at every
 fixed bound and at the first target: the RT p99.9 and the bandwidth of
-each half, and which of them meet the target in both halves.  These runs
+each half, and which of them meet the target in both halves (at most the
+target, and within TARGET_SLACK of it: fio's tail in a TCG guest takes in
+the guest's CPU).  These runs
 record k2's trace events and keep them (runs/NNN-<key>.trace.txt.gz), from
 which a figure shows the adaptive run over time: the bound in force, each
 RT request's latency and their p99 per window against the target, and the
@@ -55,6 +57,10 @@ OCCUPANCIES = {"empty": "empty device", "full": "fully occupied device",
                "asis": "device as it is (no preconditioning)"}
 RT = "rt"
 P = 99.9
+# A target is met within this factor too: the issue's own test of adaptive
+# K2 (p99.9 within 20 % of the target), since fio's tail under a TCG guest
+# takes in the guest's CPU, which no scheduler sees (tests/vm/test_bench.py).
+TARGET_SLACK = 1.2
 
 
 def csv(kind: type, choices: Any = None) -> Any:
@@ -298,6 +304,24 @@ def half_metrics(r: Run) -> dict[str, float]:
         out[f"p999_us_{h}"] = fio.percentile(r.job(f"{RT}{h}"), P)
         out[f"bw_kib_{h}"] = sum(r.job(j).bw_kib for j in names)
     return out
+
+
+def changing_finding(op: str, how: str, ad: dict[str, Any], fixed_ok: dict[str, Any],
+                     best: tuple[str, dict[str, Any]] | None, ok: bool) -> str:
+    """The changing-load finding for @op: whether adaptive K2 (@ad, @ok)
+    meets the target in both halves (@how: "" or " within N %"), which
+    fixed bounds do (@fixed_ok: configuration -> summary; @best, the one of
+    most bandwidth), and whether adaptive does so with more bandwidth than
+    any of them."""
+    beaten = best is None or best[1]["bw_kib_mean"] < ad["bw_kib_mean"]
+    return (f"changing load, {OPS.get(op, op)}: k2 adaptive meets the target{how} in both "
+            f"halves: **{'yes' if ok else 'no'}** ({ad['bw_kib_mean'] / 1024:.1f} MiB/s); "
+            "fixed bounds that do: "
+            + (", ".join(k.split("-", 1)[1] for k in fixed_ok) or "none")
+            + (f", the best of them {best[0].split('-', 1)[1]} at "
+               f"{best[1]['bw_kib_mean'] / 1024:.1f} MiB/s" if best else "")
+            + "; no single fixed bound does so with adaptive's bandwidth: "
+            + f"**{'yes' if ok and beaten else 'no'}**")
 
 
 def changing_conf(lb: dict[str, Any]) -> str:
@@ -804,7 +828,9 @@ class K2Suite(Suite):
         out = [f"\n## Changing load (target {target / 1000:g} ms)\n\nThe RT job beside "
                f"{light} best-effort requests (jobs x iodepth) in the first half of the run "
                f"and {heavy} in the second; each half's figures are its own jobs'. 'meets' "
-               "means the mean RT p99.9 of both halves is at most the target.\n"]
+               "means the mean RT p99.9 of both halves is at most the target, 'within "
+               f"{TARGET_SLACK - 1:.0%}' at most {TARGET_SLACK:g} times it (the tolerance of "
+               "the adaptive bound's VM test).\n"]
         tables, findings = [], []
         summary: dict[str, Any] = {}
         for op in ordered(data, OPS):
@@ -819,35 +845,32 @@ class K2Suite(Suite):
                 ms = confs[k]
                 sm = {f: summarize(m[f] for m in ms)
                       for f in ("p999_us_1", "p999_us_2", "bw_kib_1", "bw_kib_2")}
-                meets = max(sm["p999_us_1"].mean, sm["p999_us_2"].mean) <= target
+                worst = max(sm["p999_us_1"].mean, sm["p999_us_2"].mean)
+                meets, within = worst <= target, worst <= TARGET_SLACK * target
                 bw = (sm["bw_kib_1"].mean + sm["bw_kib_2"].mean) / 2
                 name = (f"k2 adaptive, target {target / 1000:g} ms" if k.startswith("adaptive")
                         else f"k2, {k.split('-', 1)[1]}")
                 rows.append([name, sm["p999_us_1"].fmt(1e-3, 2), sm["p999_us_2"].fmt(1e-3, 2),
                              sm["bw_kib_1"].fmt(1 / 1024, 1), sm["bw_kib_2"].fmt(1 / 1024, 1),
-                             "yes" if meets else "no", sm["p999_us_1"].n])
+                             "yes" if meets else "no", "yes" if within else "no",
+                             sm["p999_us_1"].n])
                 summary.setdefault(op, {})[k] = {**{f: v.as_dict() for f, v in sm.items()},
-                                                 "meets": meets, "bw_kib_mean": bw}
+                                                 "meets": meets, "within": within,
+                                                 "bw_kib_mean": bw}
                 names.append(name.replace("k2 adaptive, target ", "adaptive\n"))
                 sums.append(ms)
             ad_key, ad = next(((k, v) for k, v in summary.get(op, {}).items()
                                if k.startswith("adaptive")), ("", None))
-            fixed_ok = {k: v for k, v in summary.get(op, {}).items()
-                        if k.startswith("k2-") and v["meets"]}
-            best = max(fixed_ok.items(), key=lambda kv: kv[1]["bw_kib_mean"], default=None)
+            best: tuple[str, dict[str, Any]] | None = None
             if ad is not None:
-                beaten = best is None or best[1]["bw_kib_mean"] < ad["bw_kib_mean"]
-                findings.append(
-                    f"changing load, {OPS.get(op, op)}: k2 adaptive meets the target in both "
-                    f"halves: **{'yes' if ad['meets'] else 'no'}** "
-                    f"({ad['bw_kib_mean'] / 1024:.1f} MiB/s); fixed bounds that do: "
-                    + (", ".join(k.split("-", 1)[1] for k in fixed_ok) or "none")
-                    + (f", the best of them {best[0].split('-', 1)[1]} at "
-                       f"{best[1]['bw_kib_mean'] / 1024:.1f} MiB/s" if best else "")
-                    + "; no single fixed bound does so with adaptive's bandwidth: "
-                    + f"**{'yes' if ad['meets'] and beaten else 'no'}**")
+                for key, how in (("within", f" within {TARGET_SLACK - 1:.0%}"), ("meets", "")):
+                    ok = {k: v for k, v in summary.get(op, {}).items()
+                          if k.startswith("k2-") and v[key]}
+                    best = max(ok.items(), key=lambda kv: kv[1]["bw_kib_mean"], default=None)
+                    findings.append(changing_finding(op, how, ad, ok, best, ad[key]))
             tab = table(["configuration", "RT p99.9, 1st half (ms)", "RT p99.9, 2nd half (ms)",
-                         "MiB/s, 1st half", "MiB/s, 2nd half", "meets", "runs"], rows)
+                         "MiB/s, 1st half", "MiB/s, 2nd half", "meets",
+                         f"within {TARGET_SLACK - 1:.0%}", "runs"], rows)
             fig, ax = figure(2, 1, width=9.0, height=3.4)
 
             def series(key: str, scale: float) -> list[tuple[str, list[Any]]]:

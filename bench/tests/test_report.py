@@ -338,6 +338,9 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
     assert "k2-empty-randread-frontier.png" in text
     assert "## Changing load (target 5 ms)" in text
     assert "changing load, random read: k2 adaptive meets the target in both halves" in text
+    assert ("changing load, random read: k2 adaptive meets the target within 20% in both "
+            "halves" in text)
+    assert "| meets | within 20% | runs |" in text
     for png in ("k2-empty-randread-frontier.png", "k2-changing-randread.png"):
         assert is_png(folder / "plots" / png)
     s = json.loads((folder / "summary.json").read_text())["k2"]
