@@ -364,6 +364,10 @@ def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
     assert [c.key for c in ch] == ["changing/randread/k2-1", "changing/randread/k2-8",
                                    "changing/randread/adaptive-5000"]
     assert ch[-1].tunables == (("max_inflight", 8), ("target_latency_us", 5000))
+    # each from an emptied device: the runs before would have filled it
+    from bench import prep
+    assert plan.phases[1].settle is prep.empty_again
+    assert "emptied again before each run" in plan.phases[1].describe
     # the changing-load runs, and only they, record k2's events and keep them
     assert all(c.record_events == ("k2",) and c.keep_trace for c in ch)
     assert not any(c.record_events or c.keep_trace for b in plan.phases[0].blocks for c in b)
