@@ -868,6 +868,7 @@ class K2Suite(Suite):
                 sums.append(ms)
             ad_key, ad = next(((k, v) for k, v in summary.get(op, {}).items()
                                if k.startswith("adaptive")), ("", None))
+            # the strict reading last: its best bound is the figure over time's
             best: tuple[str, dict[str, Any]] | None = None
             if ad is not None:
                 for key, how in (("within", f" within {TARGET_SLACK - 1:.0%}"), ("meets", "")):
