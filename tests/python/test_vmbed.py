@@ -48,8 +48,12 @@ def test_qemu_is_the_build_roots_or_vm_qemu(monkeypatch: pytest.MonkeyPatch) -> 
                              check=True).stdout
         major, minor = map(int, out.split("version ")[1].split(".")[:2])
         assert (major, minor) >= (8, 1), out  # the barrier fix
+        # the test bed turns shadow doorbells off (VMConfig.shadow_doorbells)
+        vmbed.nvme_has_dbcs.cache_clear()
+        assert vmbed.nvme_has_dbcs()
     finally:
         vmbed.qemu_command.cache_clear()
+        vmbed.nvme_has_dbcs.cache_clear()
 
 
 def test_overlay_carries_modules_and_index(tmp_path: Path) -> None:

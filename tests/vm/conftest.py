@@ -26,31 +26,6 @@ from scripts.vmbed import VM, VMConfig, VMError  # noqa: E402
 from schedulers import SCHEDULERS, Sched  # noqa: E402
 
 
-# Debian's 6.1 nvme-pci re-sends the Doorbell Buffer Config only after
-# nvme_wait_freeze() in nvme_reset_work(); 6.12 sends it before unquiescing.
-# QEMU's NVMe controller supports shadow doorbells, and after a reset it no
-# longer reads them, while 6.1 still skips the MMIO doorbell whenever the
-# stale event index says so.  Requests held back by an elevator and issued a
-# few at a time during the freeze then never reach the device, the freeze
-# never ends, and the I/O timeout kills the controller (QEMU trace: no SQ
-# doorbell write after the first batch).  Upstream kyber, which holds
-# requests by its token budget, does the same: two controller resets under
-# test_generic's verified writes ended in "I/O ... QID 2 timeout, aborting"
-# and a hung fio in 2 of 3 tries on 6.1, none on 6.12.  Real SSDs have no
-# shadow doorbells; NVMe/TCP (the nvme_tcp fixture) has none either and is
-# how the reset path of such a scheduler is tested on 6.1.
-SHADOW_DOORBELL_RESET_BUG = "6.1 nvme-pci hangs a reset with QEMU shadow doorbells " \
-    "when an elevator holds requests (see conftest.py)"
-
-
-def xfail_held_pci_reset(g: Guest) -> None:
-    """Mark the running test as an expected failure where a reset of the
-    QEMU NVMe controller with requests held by the elevator meets the 6.1
-    bug above."""
-    if g.kernel.startswith("6.1."):
-        pytest.xfail(SHADOW_DOORBELL_RESET_BUG)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     for m in ("timing: asserts timing or throughput ratios (not run in the debug tier, "
               "where KASAN and lockdep make timing meaningless)",

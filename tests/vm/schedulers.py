@@ -10,10 +10,6 @@ from dataclasses import dataclass
 class Sched:
     name: str     # elevator name, as written to queue/scheduler
     module: str   # module name for modprobe/rmmod
-    # At its defaults it may keep requests back while the device could take
-    # them (a bound below test_generic's 32 outstanding, throttling or
-    # anticipation): resets then meet conftest.SHADOW_DOORBELL_RESET_BUG.
-    holds_requests: bool = False
     # Run in the debug tier too (lockdep, KASAN, fault injection).  Not the
     # do-nothing reference elevator: the tier is for the project's modules,
     # and fifo-ref's generic and fault runs took a quarter of its time.
@@ -23,8 +19,8 @@ class Sched:
 SCHEDULERS = [
     Sched("fifo-ref", "fifo-iosched", debug_tier=False),
     Sched("k2", "k2-iosched"),
-    Sched("flashfq", "flashfq-iosched", holds_requests=True),
-    Sched("cars", "cars-iosched", holds_requests=True),
+    Sched("flashfq", "flashfq-iosched"),
+    Sched("cars", "cars-iosched"),
 ]
 
 # What the switching storm rotates through besides ours.

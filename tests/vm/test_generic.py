@@ -13,7 +13,7 @@ import pytest
 from bench import fio
 from schedulers import SCHEDULERS, UPSTREAM, Sched
 
-from conftest import BAD_DMESG, Guest, xfail_held_pci_reset
+from conftest import BAD_DMESG, Guest
 
 DEV = "nvme0n1"
 
@@ -163,12 +163,8 @@ try() {{
 
 def test_controller_reset_during_io(selected: Guest, sched: Sched) -> None:
     """Two NVMe controller resets during verified writes lose nothing, and
-    afterwards nothing is counted as in flight and I/O still flows.  (A
-    scheduler that holds requests has its reset tested on 6.1 over NVMe/TCP
-    by its own suite.)"""
+    afterwards nothing is counted as in flight and I/O still flows."""
     g = selected
-    if sched.holds_requests:
-        xfail_held_pci_reset(g)
     script = f"""
 fio --output-format=json --output=/tmp/fio.json {VERIFY.format(dev=DEV)} &
 pid=$!

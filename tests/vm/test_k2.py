@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import fio
-from conftest import Guest, xfail_held_pci_reset
+from conftest import Guest
 from tracing import reset_keeps_depth
 
 FAST = "nvme0n1"
@@ -462,7 +462,6 @@ def test_reset_with_bound_leaves_nothing_in_flight(k2: Guest) -> None:
     """An NVMe controller reset while K2 holds requests at the bound: I/O
     completes, and K2's count returns to 0."""
     g = k2
-    xfail_held_pci_reset(g)
     g.select(FAST, "k2")
     g.set_attr(FAST, "max_inflight", 4)
     args = (f"--name=r --filename=/dev/{FAST} --direct=1 --ioengine=io_uring --rw=randrw "
