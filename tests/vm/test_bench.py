@@ -159,15 +159,18 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
         assert none is not None
         p = {pt.bound: pt.p999_us for pt in pts}
         bw = {pt.bound: pt.bw_kib for pt in pts}
-        print("sweep, RT p99.9 (ms): none %.1f, " % (none.p999_us / 1000)
-              + ", ".join(f"{pt.bound}: {pt.p999_us / 1000:.1f} at {pt.bw_kib / 1024:.2f} MiB/s"
-                          for pt in pts))
+        # what a failure in CI (whose log carries only the assertion) needs
+        said = ["sweep, RT p99.9 (ms): none %.1f, " % (none.p999_us / 1000)
+                + ", ".join(f"{pt.bound}: {pt.p999_us / 1000:.1f} at {pt.bw_kib / 1024:.2f} MiB/s"
+                            for pt in pts)]
+        print(said[-1])
         lo, hi, target = gap_for_target(p, bw)
         assert p[1] < target < none.p999_us, (p, none, target)
         pick = select(none, pts, 100.0 * target / none.p999_us, 0.0).o1
         assert pick is not None
-        print(f"target {target / 1000:.1f} ms (below bound {hi}'s, above {lo}'s; "
-              f"{bw[hi] / bw[lo]:.2f}x the bandwidth); bench select picks bound {pick}")
+        said.append(f"target {target / 1000:.1f} ms (below bound {hi}'s, above {lo}'s; "
+                    f"{bw[hi] / bw[lo]:.2f}x the bandwidth); bench select picks bound {pick}")
+        print(said[-1])
 
         argv = ["run", "k2", "--device", dev, *common,
                 "--bounds", ",".join(map(str, sorted({pick, SWEEP[-1]}))),
@@ -179,9 +182,10 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     _, fixed = points(collect(res)["asis"]["randread"])
     chosen = next(pt for pt in fixed if pt.bound == pick)
     ad = collect_adaptive(res)["asis"]["randread"][target][0]
-    print(f"adaptive: RT p99.9 {ad['p999_us'] / 1000:.1f} ms ({ad['p999_us'] / target:.2f} "
-          f"of the target) over {ad['rt_ios']:.0f} reads, {ad['bw_kib'] / 1024:.2f} MiB/s; "
-          f"bound {pick}: {chosen.p999_us / 1000:.1f} ms, {chosen.bw_kib / 1024:.2f} MiB/s")
+    said.append(f"adaptive: RT p99.9 {ad['p999_us'] / 1000:.1f} ms ({ad['p999_us'] / target:.2f} "
+                f"of the target) over {ad['rt_ios']:.0f} reads, {ad['bw_kib'] / 1024:.2f} MiB/s; "
+                f"bound {pick}: {chosen.p999_us / 1000:.1f} ms, {chosen.bw_kib / 1024:.2f} MiB/s")
+    print(said[-1])
     # A run's p99.9 is about its few largest RT reads, and a busy host's
     # stalls set those: in one boot with two busy loops beside the guest
     # (6.1), bound 16 measured 30.5 ms in the sweep and 59.5 ms in the
@@ -189,6 +193,11 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     # adaptive K2 measured 46.9 ms for a 27.3 ms target (the run was not
     # kept).  The pick, run beside it, is the witness: it met the target in
     # the sweep, so where it misses it now the host moved every tail, and
-    # adaptive K2 is held to the pick's tail instead.
-    assert ad["p999_us"] <= 1.2 * max(target, chosen.p999_us)
-    assert ad["bw_kib"] > chosen.bw_kib
+    # adaptive K2 is held to the pick's tail instead.  Stalls add time,
+    # though, and the pick's tail is the lower: in CI on 6.1 adaptive K2
+    # measured 35.9 ms, 1.22 of a 29.5 ms target, with bound 8 (the pick) at
+    # 18.2 ms; in one boot here 1.02 (bound 4 picked), with two busy loops
+    # beside it 0.86 (bound 16).  The figures go into the assertion message
+    # for the next such failure.
+    assert ad["p999_us"] <= 1.2 * max(target, chosen.p999_us), "\n".join(said)
+    assert ad["bw_kib"] > chosen.bw_kib, "\n".join(said)
