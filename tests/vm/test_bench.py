@@ -115,9 +115,9 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     lower bound of that gap (O1: the largest bound whose RT p99.9 is at most
     alpha = target / none's); the adaptive bound (up to 32) can go up to
     nearly the upper one.  Both then run in one suite run, longer: adaptive
-    K2's RT p99.9 is within 20 % of the target (or of the pick's own in
-    that run, where the host's stalls put the pick's above the target),
-    and its total bandwidth is above the pick's.
+    K2's RT p99.9 is within 20 % of the target, plus what the host added
+    in that run (what the pick's p99.9 gained over its sweep's), and its
+    total bandwidth is above the pick's.
 
     The target was first the middle of its gap, and the gap the one around
     the geometric mean of bound 1's and none's p99.9: between bounds 16 and
@@ -187,17 +187,21 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
                 f"bound {pick}: {chosen.p999_us / 1000:.1f} ms, {chosen.bw_kib / 1024:.2f} MiB/s")
     print(said[-1])
     # A run's p99.9 is about its few largest RT reads, and a busy host's
-    # stalls set those: in one boot with two busy loops beside the guest
-    # (6.1), bound 16 measured 30.5 ms in the sweep and 59.5 ms in the
-    # adaptive run, where adaptive K2 measured 55.3 ms; in CI on 6.1
-    # adaptive K2 measured 46.9 ms for a 27.3 ms target (the run was not
-    # kept).  The pick, run beside it, is the witness: it met the target in
-    # the sweep, so where it misses it now the host moved every tail, and
-    # adaptive K2 is held to the pick's tail instead.  Stalls add time,
-    # though, and the pick's tail is the lower: in CI on 6.1 adaptive K2
-    # measured 35.9 ms, 1.22 of a 29.5 ms target, with bound 8 (the pick) at
-    # 18.2 ms; in one boot here 1.02 (bound 4 picked), with two busy loops
-    # beside it 0.86 (bound 16).  The figures go into the assertion message
-    # for the next such failure.
-    assert ad["p999_us"] <= 1.2 * max(target, chosen.p999_us), "\n".join(said)
+    # stalls set those: a stall delays whatever RT read is in flight by its
+    # own length, at any bound.  The pick is the witness: run beside
+    # adaptive K2, what its tail gained over its own in the sweep is what
+    # the host added in this run, and adaptive K2 may have that much more
+    # than 1.2 times the target.  Measured: in one boot with two busy loops
+    # beside the guest (6.1), bound 16 had 30.5 ms in the sweep and 59.5 ms
+    # in the adaptive run, where adaptive K2 had 55.3 ms.  The witness was
+    # first a ratio (1.2 times the larger of the target and the pick's
+    # tail), which lets the host's time in only where the pick's tail passes
+    # the target.  In CI on 6.1, where this tier runs beside the debug
+    # tier's VM, bound 16 went from 27.9 to 37.0 ms and adaptive K2 had
+    # 60.0 ms, 1.24 of a 48.6 ms target; the run before, 35.9 ms, 1.22 of
+    # 29.5 ms, with bound 8 at 18.2 ms.  In one boot here, 1.02 (bound 4
+    # picked), and 0.86 with two busy loops beside it (bound 16).
+    host = max(0.0, chosen.p999_us - p[pick])
+    said.append(f"bound {pick} gained {host / 1000:.1f} ms over its sweep's p99.9")
+    assert ad["p999_us"] <= 1.2 * target + host, "\n".join(said)
     assert ad["bw_kib"] > chosen.bw_kib, "\n".join(said)
