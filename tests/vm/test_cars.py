@@ -228,8 +228,8 @@ def test_lookahead_verifies_and_ends_idle(cars: Guest) -> None:
 def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         guest: Guest, nvme_tcp: tuple[str, str]) -> None:
     """A reset of a loopback NVMe/TCP controller while CARS holds requests
-    at depth 4 (the generic suite's reset test is an expected failure on
-    6.1, whose nvme-pci hangs with a scheduler that holds requests back):
+    at depth 4 (a reset path other than nvme-pci's, which the generic
+    suite resets: the requests in flight are requeued, not cancelled):
     the requests in flight come back through requeue_request (cars_requeue
     fires, each keeping its slot, kept=1: NVMe prepared them), fio sees no
     error, the driver never holds more than 4 until the elevator is
