@@ -361,6 +361,46 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
     assert not (folder / "plots" / "k2-changing-randread-time.png").exists()
 
 
+def test_k2_adaptive_row_block_layer_tail_from_its_trace(tmp_path: Path) -> None:
+    """Adaptive rows that kept k2's trace: the block layer's RT p99.9 of
+    what completed after the ramp (1 s from the first event), nearest rank,
+    beside fio's in the finding and in summary.json.  The trace: 20 reads
+    of 50 ms in the ramp (left out), then 1000 of 2 ms and one of 9 ms
+    (the 1001st, above the 99.9th percentile)."""
+    from tracepoints.tests.test_trace_report import k2_request
+
+    folder = changing_load_folder(tmp_path)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["params"]["ramp"] = 1
+    lines = [k2_request(i, 0, 100.0 + i * 0.045, 100.0 + i * 0.045 + 0.05) for i in range(20)]
+    lines += [k2_request(20 + i, 0, 101.0 + i * 0.003, 101.0 + i * 0.003 + 0.002)
+              for i in range(1000)]
+    lines.append(k2_request(1020, 0, 104.5, 104.509))
+    (folder / "runs" / "800-adaptive.trace.txt.gz").write_bytes(
+        gzip.compress("".join(lines).encode()))
+    adaptive = [r for r in m["runs"] if r["labels"].get("bound") == "adaptive"
+                and "changing" not in r["labels"]]
+    assert adaptive
+    for r in adaptive:
+        r["trace"] = {"tracer": "ftrace", "events": ["k2"], "lost": 0,
+                      "file": "runs/800-adaptive.trace.txt.gz"}
+    (folder / "manifest.json").write_text(json.dumps(m))
+    ms = k2suite.collect_adaptive(results.load(folder))["empty"]["randread"][5000]
+    assert [x["k2_p999_us"] for x in ms] == [2000.0] * len(adaptive)
+    text = report.write(folder).read_text()
+    assert re.search(r"random read, empty: k2 adaptive, target 5 ms: RT p99\.9 [\d.]+ ms "
+                     r"\(in the block layer, from k2's trace: 2\.00 ms\), ", text)
+    s = json.loads((folder / "summary.json").read_text())["k2"]
+    assert s["empty"]["randread"]["adaptive"]["5000"]["k2_p999_us"]["mean"] == 2000.0
+    # a trace that lost events, or none: no block-layer figure for the row
+    adaptive[0]["trace"]["lost"] = 2
+    (folder / "manifest.json").write_text(json.dumps(m))
+    assert "in the block layer" not in report.write(folder).read_text()
+    del adaptive[0]["trace"]
+    (folder / "manifest.json").write_text(json.dumps(m))
+    assert "in the block layer" not in report.write(folder).read_text()
+
+
 def changing_trace(be_kib: int) -> str:
     """A k2 trace of a changing-load run from 100 s to 105.5 s: an RT read
     every 50 ms (2 ms, from 102.5 s 4 ms), a best-effort read of @be_kib

@@ -368,9 +368,12 @@ def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
     from bench import prep
     assert plan.phases[1].settle is prep.empty_again
     assert "emptied again before each run" in plan.phases[1].describe
-    # the changing-load runs, and only they, record k2's events and keep them
+    # the changing-load runs and the adaptive rows, and only they, record
+    # k2's events and keep them (the block layer's RT tail: traced_rt_p999())
     assert all(c.record_events == ("k2",) and c.keep_trace for c in ch)
-    assert not any(c.record_events or c.keep_trace for b in plan.phases[0].blocks for c in b)
+    sweep = [c for b in plan.phases[0].blocks for c in b]
+    assert [c.key for c in sweep if c.record_events == ("k2",) and c.keep_trace] == keys[3:]
+    assert not any(c.record_events or c.keep_trace for c in sweep[:3])
     o = jobs.parse_options(ch[0].jobfile)
     assert list(o)[1:] == ["rt1", "be1-1", "rt2", "be2-1", "be2-2"]
     # each half runs for the suite's run time; the second starts after the first

@@ -115,9 +115,9 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     lower bound of that gap (O1: the largest bound whose RT p99.9 is at most
     alpha = target / none's); the adaptive bound (up to 32) can go up to
     nearly the upper one.  Both then run in one suite run, longer: adaptive
-    K2's RT p99.9 is within 20 % of the target, plus what the host added
-    in that run (what the pick's p99.9 gained over its sweep's), and its
-    total bandwidth is above the pick's.
+    K2's RT p99.9 in the block layer (k2's trace of the run) is within 20 %
+    of the target, fio's is below none's, and its total bandwidth is above
+    the pick's.
 
     The target was first the middle of its gap, and the gap the one around
     the geometric mean of bound 1's and none's p99.9: between bounds 16 and
@@ -179,29 +179,35 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
         run_suite(t, parse(argv), command=argv)
         res = load(tmp_path / "adaptive")
     print((tmp_path / "adaptive" / "report.md").read_text())
-    _, fixed = points(collect(res)["asis"]["randread"])
+    unbound, fixed = points(collect(res)["asis"]["randread"])
+    assert unbound is not None
     chosen = next(pt for pt in fixed if pt.bound == pick)
     ad = collect_adaptive(res)["asis"]["randread"][target][0]
-    said.append(f"adaptive: RT p99.9 {ad['p999_us'] / 1000:.1f} ms ({ad['p999_us'] / target:.2f} "
-                f"of the target) over {ad['rt_ios']:.0f} reads, {ad['bw_kib'] / 1024:.2f} MiB/s; "
-                f"bound {pick}: {chosen.p999_us / 1000:.1f} ms, {chosen.bw_kib / 1024:.2f} MiB/s")
+    assert "k2_p999_us" in ad, "the adaptive run's k2 trace is not whole: " + str(
+        next(r.rec.get("trace") for r in res.runs if "target_us" in r.labels))
+    said.append(f"adaptive: RT p99.9 {ad['k2_p999_us'] / 1000:.1f} ms in the block layer "
+                f"({ad['k2_p999_us'] / target:.2f} of the target), fio's {ad['p999_us'] / 1000:.1f} "
+                f"ms over {ad['rt_ios']:.0f} reads, {ad['bw_kib'] / 1024:.2f} MiB/s; "
+                f"bound {pick}: {chosen.p999_us / 1000:.1f} ms, {chosen.bw_kib / 1024:.2f} MiB/s; "
+                f"none: {unbound.p999_us / 1000:.1f} ms")
     print(said[-1])
-    # A run's p99.9 is about its few largest RT reads, and a busy host's
-    # stalls set those: a stall delays whatever RT read is in flight by its
-    # own length, at any bound.  The pick is the witness: run beside
-    # adaptive K2, what its tail gained over its own in the sweep is what
-    # the host added in this run, and adaptive K2 may have that much more
-    # than 1.2 times the target.  Measured: in one boot with two busy loops
-    # beside the guest (6.1), bound 16 had 30.5 ms in the sweep and 59.5 ms
-    # in the adaptive run, where adaptive K2 had 55.3 ms.  The witness was
-    # first a ratio (1.2 times the larger of the target and the pick's
-    # tail), which lets the host's time in only where the pick's tail passes
-    # the target.  In CI on 6.1, where this tier runs beside the debug
-    # tier's VM, bound 16 went from 27.9 to 37.0 ms and adaptive K2 had
-    # 60.0 ms, 1.24 of a 48.6 ms target; the run before, 35.9 ms, 1.22 of
-    # 29.5 ms, with bound 8 at 18.2 ms.  In one boot here, 1.02 (bound 4
-    # picked), and 0.86 with two busy loops beside it (bound 16).
-    host = max(0.0, chosen.p999_us - p[pick])
-    said.append(f"bound {pick} gained {host / 1000:.1f} ms over its sweep's p99.9")
-    assert ad["p999_us"] <= 1.2 * target + host, "\n".join(said)
+    # The target is the block layer's (K2 measures from a request's
+    # allocation to its completion), and so is the check: the RT reads'
+    # insert to completion in k2's trace of the run (traced_rt_p999()).
+    # fio's adds the reader's system call and its wake-up on a guest CPU it
+    # shares with a best-effort job, which no I/O scheduler governs: in a
+    # TCG guest on a busy host (this tier runs beside static, unit and the
+    # debug tier's VM) that costs milliseconds now and then, and a p99.9 of
+    # about 2000 reads is their third largest.  Measured on 6.1 beside
+    # those tiers, against a 28.5 ms target: the trace had one read above
+    # it (33.9 ms) of 2467 and a p99.9 of 27.9 ms, fio's p99.9 was 34.3 ms
+    # (1.20).  CI failed three times on 6.1 on fio's alone (1.22, 1.24 and
+    # 1.26 of the target) with a witness for the host, a fixed bound's
+    # gain over its sweep, that had a stall or not as its own run did
+    # (1.2 ms in the last, 26 ms here).  fio's tail still answers to K2:
+    # it must stay below none's in the same run.  (Not below bound 32's:
+    # where the target's gap ends at 32, adaptive K2 may rightly run at 32,
+    # and did once here, 56.4 ms against 32's 57.9.)
+    assert ad["k2_p999_us"] <= 1.2 * target, "\n".join(said)
+    assert ad["p999_us"] < unbound.p999_us, "\n".join(said)
     assert ad["bw_kib"] > chosen.bw_kib, "\n".join(said)
