@@ -313,8 +313,9 @@ def traced_rt_p999(res: Results, r: Run) -> float | None:
     """Run @r's RT p99.9 (us) in the block layer, from its kept k2 trace:
     each real-time request's insert to completion, of those completed after
     the ramp (fio's measured period, from the trace's first event),
-    nearest rank; None without the trace, or when the tracer lost events
-    (a request missing a part is left out).  This is the latency adaptive K2
+    nearest rank; None without the trace, when the tracer lost events (a
+    request missing a part is left out), or when it cannot be read (an
+    LTTng trace without babeltrace2).  This is the latency adaptive K2
     measures and governs (the target's); fio's adds the reader's system
     call and its wake-up, which in a TCG guest on a busy host lose
     milliseconds no I/O scheduler can give back (measured: a run whose
@@ -325,7 +326,10 @@ def traced_rt_p999(res: Results, r: Run) -> float | None:
         return None
     from tracepoints import report as tr
 
-    tl = tr.timeline(tr.read_trace(res.folder / f, "k2"))
+    try:
+        tl = tr.timeline(tr.read_trace(res.folder / f, "k2"))
+    except (OSError, ImportError):
+        return None
     ramp = float(res.manifest.get("params", {}).get("ramp", 0))
     lat = sorted(round(ms * 1000) for s, ms in tl.rt if s >= ramp)
     return tr.percentile(lat, P) if lat else None

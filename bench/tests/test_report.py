@@ -392,8 +392,13 @@ def test_k2_adaptive_row_block_layer_tail_from_its_trace(tmp_path: Path) -> None
                      r"\(in the block layer, from k2's trace: 2\.00 ms\), ", text)
     s = json.loads((folder / "summary.json").read_text())["k2"]
     assert s["empty"]["randread"]["adaptive"]["5000"]["k2_p999_us"]["mean"] == 2000.0
-    # a trace that lost events, or none: no block-layer figure for the row
+    # a trace that lost events, one that cannot be read, or none: no
+    # block-layer figure for the row, and the report is written
     adaptive[0]["trace"]["lost"] = 2
+    (folder / "manifest.json").write_text(json.dumps(m))
+    assert "in the block layer" not in report.write(folder).read_text()
+    adaptive[0]["trace"].update(lost=0, file="runs/801-broken.trace.txt.gz")
+    (folder / "runs" / "801-broken.trace.txt.gz").write_bytes(b"not gzip")
     (folder / "manifest.json").write_text(json.dumps(m))
     assert "in the block layer" not in report.write(folder).read_text()
     del adaptive[0]["trace"]
