@@ -321,13 +321,13 @@ def traced_rt_p999(res: Results, r: Run) -> float | None:
     milliseconds no I/O scheduler can give back (measured: a run whose
     trace had one RT read above a 28.5 ms target, 1 of 2467, and fio's
     p99.9 34.3 ms, 1.20 of it)."""
-    f = r.rec.get("trace", {}).get("file")
-    if not f or not (res.folder / f).exists() or r.rec["trace"].get("lost"):
+    f = kept_trace(res, r)
+    if f is None or r.rec["trace"].get("lost"):
         return None
     from tracepoints import report as tr
 
     try:
-        tl = tr.timeline(tr.read_trace(res.folder / f, "k2"))
+        tl = tr.timeline(tr.read_trace(f, "k2"))
     except (OSError, ImportError):
         return None
     ramp = float(res.manifest.get("params", {}).get("ramp", 0))
@@ -380,12 +380,18 @@ def collect_changing(res: Results) -> dict[str, dict[str, list[dict[str, float]]
     return out
 
 
+def kept_trace(res: Results, r: Run) -> Path | None:
+    """Run @r's kept trace (its manifest entry names it and the file is
+    there), or None."""
+    f = r.rec.get("trace", {}).get("file")
+    return res.folder / f if f and (res.folder / f).exists() else None
+
+
 def first_traced(res: Results, op: str, conf: str) -> Run | None:
     """The first repetition of changing-load configuration @conf of @op
-    whose trace was kept (the file there), or None."""
+    whose trace was kept (kept_trace()), or None."""
     runs = [r for r in res.runs if "changing" in r.labels and r.labels.get("op") == op
-            and changing_conf(r.labels) == conf and r.rec.get("trace", {}).get("file")
-            and (res.folder / r.rec["trace"]["file"]).exists()]
+            and changing_conf(r.labels) == conf and kept_trace(res, r) is not None]
     return min(runs, key=lambda r: (r.rec.get("rep", 0), r.rec.get("i", 0)), default=None)
 
 
