@@ -201,10 +201,10 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     # about 2000 reads is their third largest.  Measured on 6.1 beside
     # those tiers, against a 28.5 ms target: the trace had one read above
     # it (33.9 ms) of 2467 and a p99.9 of 25.2 ms after the ramp, fio's
-    # p99.9 was 34.3 ms (1.20).  CI failed three times on 6.1 on fio's alone (1.22, 1.24 and
-    # 1.26 of the target) with a witness for the host, a fixed bound's
-    # gain over its sweep, that had a stall or not as its own run did
-    # (1.2 ms in the last, 26 ms here).  fio's tail still answers to K2:
+    # p99.9 was 34.3 ms (1.20).  CI failed three times on 6.1 on fio's
+    # alone (1.22, 1.24 and 1.26 of the target) with a witness for the
+    # host, a fixed bound's gain over its sweep, that had a stall or not as
+    # its own run did (1.2 ms in the last, 26 ms here).  fio's tail still answers to K2:
     # it must stay below none's in the same run.  (Not below bound 32's:
     # where the target's gap ends at 32, adaptive K2 may rightly run at 32,
     # and did once here, 56.4 ms against 32's 57.9.)
