@@ -235,6 +235,7 @@ struct k2_adapt {
 	u32 base[K2_LAT_BUCKETS];	/* per-CPU sums when the target was set */
 	u64 win_sectors;	/* kd->be_sectors at its start */
 	struct k2_gain gain;	/* k2_adapt_gain()'s state */
+	struct k2_miss miss;	/* k2_adapt_miss()'s state */
 	u64 reasons[K2_ADAPT_NR_REASONS];	/* decisions, by reason */
 	struct k2_adapt_rec history[K2_ADAPT_HISTORY];
 	unsigned int history_next;	/* next slot of @history */
@@ -655,8 +656,9 @@ static u32 k2_adapt_set_in_force(struct k2_data *kd)
 }
 
 /*
- * A new window from now: what the CPUs counted so far is behind it, and
- * no raise is left to judge (the window before was not under this bound).
+ * A new window from now: what the CPUs counted so far is behind it, no
+ * raise is left to judge (the window before was not under this bound),
+ * and no bound that missed is remembered (the load was another).
  */
 static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 {
@@ -664,6 +666,7 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 
 	lockdep_assert_held(&kd->lock);
 	memset(&a->gain, 0, sizeof(a->gain));
+	memset(&a->miss, 0, sizeof(a->miss));
 	k2_lat_sum(kd, a->seen);
 	a->seen_samples = k2_adapt_samples(kd, &a->seen_over);
 	a->win_sectors = kd->be_sectors;
@@ -775,6 +778,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 			      total, target,
 			      over >= K2_ADAPT_EARLY_OVER ? a->falls : 0, &next);
 	why = k2_adapt_gain(&a->gain, a->bound, rate, why, &next);
+	why = k2_adapt_miss(&a->miss, a->bound, est, target, why, &next);
 	a->bound = next;
 	a->falls = k2_adapt_falls(a->falls, why, over);
 	if (why == K2_ADAPT_DOWN)
@@ -1695,6 +1699,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	u64 reasons[K2_ADAPT_NR_REASONS], over;
 	u32 bound, in_force, samples, window;
 	struct k2_gain gain;
+	struct k2_miss miss;
 	unsigned int i;
 	u64 est;
 	bool idle;
@@ -1705,6 +1710,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	idle = a->idle;
 	est = a->est_us;
 	gain = a->gain;
+	miss = a->miss;
 	samples = k2_adapt_samples(kd, &over);
 	window = samples - a->seen_samples;
 	memcpy(reasons, a->reasons, sizeof(reasons));
@@ -1719,6 +1725,8 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	seq_printf(m, "gain_base %u\ngain_ceiling %u\ngain_hold %u\n",
 		   gain.base, gain.ceiling, gain.hold);
 	seq_printf(m, "gain_probe %u\n", gain.probe);
+	seq_printf(m, "miss_bound %u\nmiss_hold %u\nmiss_probe %u\nmiss_met %u\n",
+		   miss.bound, miss.hold, miss.probe, miss.met);
 	for (i = 0; i < K2_ADAPT_NR_REASONS; i++)
 		seq_printf(m, "%s %llu\n", k2_adapt_reason_name[i], reasons[i]);
 	return 0;
