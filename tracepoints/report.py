@@ -503,8 +503,7 @@ def timeline(trace: Trace, window_ns: int = 0, system: str = "k2") -> Timeline:
     out; a last window cut short by the trace's end is dropped."""
     if window_ns < 0:
         raise ValueError(f"window of {window_ns} ns")
-    evs = [e.ts_ns for e in trace.events if e.name.startswith(system + "_")]
-    t0, span = (min(evs), max(evs) - min(evs)) if evs else (0, 0)
+    t0, span = _span(trace, system)
     window_ns = window_ns or auto_window(span, 40)
     n = span // window_ns
     bd = breakdown(trace, system)
@@ -520,9 +519,27 @@ def timeline(trace: Trace, window_ns: int = 0, system: str = "k2") -> Timeline:
                 lat[i].append(r.total_ns)
     return Timeline(
         window_ns, span / 1e9, bound,
-        [((r.complete_ns - t0) / 1e9, r.total_ns / 1e6) for r in _rt(bd)],
+        _rt_points(bd, t0),
         [percentile(sorted(v), 99.0) / 1e6 for v in lat],
         [b / (1 << 20) / (window_ns / 1e9) for b in done])
+
+
+def _span(trace: Trace, system: str) -> tuple[int, int]:
+    """The first event of @system in @trace (ns) and the time to its last."""
+    evs = [e.ts_ns for e in trace.events if e.name.startswith(system + "_")]
+    return (min(evs), max(evs) - min(evs)) if evs else (0, 0)
+
+
+def _rt_points(bd: Breakdown, t0_ns: int) -> list[tuple[float, float]]:
+    return [((r.complete_ns - t0_ns) / 1e9, r.total_ns / 1e6) for r in _rt(bd)]
+
+
+def rt_latencies(trace: Trace, system: str = "k2") -> list[tuple[float, float]]:
+    """Each real-time request whole in @trace, in completion order: its
+    completion, in seconds from the first event of @system, and its latency,
+    insert to completion, in ms (what timeline() gives as .rt, without its
+    windows and bound)."""
+    return _rt_points(breakdown(trace, system), _span(trace, system)[0])
 
 
 # -- flashfq: each task's share of the device -------------------------------------------

@@ -345,6 +345,7 @@ def test_k2_adaptive_rows_and_changing_load_report(tmp_path: Path) -> None:
     assert ("changing load, random read: k2 adaptive meets the target within 20% in both "
             "halves" in text)
     assert "| meets | within 20% | runs |" in text
+    assert "| block layer RT p99.9, 1st / 2nd (ms) |" in text
     for png in ("k2-empty-randread-frontier.png", "k2-changing-randread.png"):
         assert is_png(folder / "plots" / png)
     s = json.loads((folder / "summary.json").read_text())["k2"]
@@ -453,6 +454,16 @@ def test_k2_changing_load_over_time(tmp_path: Path) -> None:
     assert "per 0.2 s window" in para
     assert "beside fixed bound 1's, the best that meets the target in both halves" in para
     assert "(2.5 s after fio's)" in para
+    # the block layer's RT p99.9 per half, over each half's measured period
+    # (ramp 0.5 s, runtime 2 s: [0.5, 2.5) and [3, 5) s): the 2 ms reads, then
+    # the 4 ms ones; none for the adaptive configuration, one of whose runs
+    # kept no trace
+    assert re.search(r"\| k2, 1 \| [^|]+ \| [^|]+ \| 2\.00 / 4\.00 \|", text)
+    assert re.search(r"\| k2 adaptive, target 1000 ms \| [^|]+ \| [^|]+ \| - / - \|", text)
+    ch = json.loads((folder / "summary.json").read_text())["k2"]["changing_load"]["randread"]
+    assert ch["k2-1"]["k2_p999_us_1"]["mean"] == 2000.0
+    assert ch["k2-1"]["k2_p999_us_2"]["mean"] == 4000.0
+    assert "k2_p999_us_1" not in ch["adaptive-1000000"]
     assert text.index("k2-changing-randread.png") < text.index("k2-changing-randread-time.png")
     # the trace section reports the kept traces; the header says which runs keep them
     sec = text[text.index("## Traces"):]

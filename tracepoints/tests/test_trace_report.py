@@ -173,6 +173,10 @@ def test_timeline_windows() -> None:
                    for i in range(1, 201)) + k2_adjust(3.0, 1, 1, "hold")
     tl = report.timeline(report.read_ftrace(many, "k2"), 10**9)
     assert tl.rt_p99_ms == [198.0]
+    # the same RT requests alone, without windows
+    assert [(pytest.approx(t), ms) for t, ms in report.rt_latencies(
+        report.read_ftrace(text, "k2"))] == [(0.01, 10.0), (0.53, 30.0), (1.205, 5.0),
+                                             (3.1, 100.0)]
     # the window by default: about 40 over the trace (100 ms for 3.5 s)
     tl = report.timeline(report.read_ftrace(text, "k2"))
     assert tl.window_ns == 100_000_000 and len(tl.bw_mib_s) == 35
