@@ -570,6 +570,18 @@ static inline u64 k2_adapt_rate(u64 sectors, u64 ns)
 }
 
 /*
+ * k2_adapt_backoff() - the next hold after a failed probe: twice the last
+ * one (@probe, 0 if none) up to K2_ADAPT_PROBE_MAX if it failed @again
+ * (the same probe as before), else K2_ADAPT_PROBE.
+ */
+static inline u32 k2_adapt_backoff(u32 probe, bool again)
+{
+	if (!again || !probe)
+		return K2_ADAPT_PROBE;
+	return 2 * probe < K2_ADAPT_PROBE_MAX ? 2 * probe : K2_ADAPT_PROBE_MAX;
+}
+
+/*
  * The gain check's state (k2_adapt_gain()), between windows.
  */
 struct k2_gain {
@@ -612,11 +624,8 @@ static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
 		g->rate = (g->rate + rate) / 2;
 	} else if (bound >= 2 * (u64)g->base) {
 		if (8 * rate < 9 * g->rate) {
-			if (g->probe && g->ceiling == g->base)
-				g->probe = 2 * g->probe < K2_ADAPT_PROBE_MAX ?
-					   2 * g->probe : K2_ADAPT_PROBE_MAX;
-			else
-				g->probe = K2_ADAPT_PROBE;
+			g->probe = k2_adapt_backoff(g->probe,
+						    g->ceiling == g->base);
 			g->ceiling = g->base;
 			g->hold = g->probe;
 			*next = g->base;
@@ -673,11 +682,7 @@ static inline enum k2_adapt_reason k2_adapt_miss(struct k2_miss *m,
 	if (m->hold)
 		m->hold--;
 	if (why == K2_ADAPT_DOWN) {
-		if (bound == m->bound && m->probe)
-			m->probe = 2 * m->probe < K2_ADAPT_PROBE_MAX ?
-				   2 * m->probe : K2_ADAPT_PROBE_MAX;
-		else
-			m->probe = K2_ADAPT_PROBE;
+		m->probe = k2_adapt_backoff(m->probe, bound == m->bound);
 		m->bound = bound;
 		m->hold = m->probe;
 		m->met = 0;
