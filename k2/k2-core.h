@@ -652,7 +652,7 @@ static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
  * The memory of a bound that missed (k2_adapt_miss()), between windows.
  */
 struct k2_miss {
-	u32 bound;	/* the lowest bound that missed lately; 0: none */
+	u32 bound;	/* the last bound that missed; 0: none */
 	u32 hold;	/* windows left with no raise to @bound or above */
 	u32 probe;	/* the last hold's length */
 	u32 met;	/* windows at @bound or above that met it since */
