@@ -236,6 +236,7 @@ struct k2_adapt {
 	u64 win_sectors;	/* kd->be_sectors at its start */
 	struct k2_gain gain;	/* k2_adapt_gain()'s state */
 	struct k2_miss miss;	/* k2_adapt_miss()'s state */
+	struct k2_ref ref;	/* k2_adapt_slope()'s state */
 	u64 reasons[K2_ADAPT_NR_REASONS];	/* decisions, by reason */
 	struct k2_adapt_rec history[K2_ADAPT_HISTORY];
 	unsigned int history_next;	/* next slot of @history */
@@ -667,6 +668,7 @@ static void k2_adapt_new_window(struct k2_data *kd, u64 now)
 	lockdep_assert_held(&kd->lock);
 	memset(&a->gain, 0, sizeof(a->gain));
 	memset(&a->miss, 0, sizeof(a->miss));
+	memset(&a->ref, 0, sizeof(a->ref));
 	k2_lat_sum(kd, a->seen);
 	a->seen_samples = k2_adapt_samples(kd, &a->seen_over);
 	a->win_sectors = kd->be_sectors;
@@ -725,7 +727,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	enum k2_adapt_reason why;
 	u64 now, total, est, over, rate;
 	unsigned int b;
-	u32 n, next;
+	u32 n, next, max;
 
 	lockdep_assert_held(&kd->lock);
 	if (a->idle)
@@ -774,9 +776,12 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	total = k2_lat_fold(a->acc, a->win);
 	est = k2_lat_percentile(a->acc, total, K2_ADAPT_PERMILLE);
 	a->est_us = est;
-	why = k2_adapt_decide(a->bound, READ_ONCE(kd->max_inflight), est,
-			      total, target,
+	max = READ_ONCE(kd->max_inflight);
+	why = k2_adapt_decide(a->bound, max, est, total, target,
 			      over >= K2_ADAPT_EARLY_OVER ? a->falls : 0, &next);
+	next = k2_adapt_lone(a->bound, over, why, next);
+	why = k2_adapt_slope(&a->ref, a->bound, max, est, total, target, why,
+			     &next);
 	why = k2_adapt_gain(&a->gain, a->bound, rate, why, &next);
 	why = k2_adapt_miss(&a->miss, a->bound, est, target, why, &next);
 	a->bound = next;
@@ -1700,6 +1705,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	u32 bound, in_force, samples, window;
 	struct k2_gain gain;
 	struct k2_miss miss;
+	struct k2_ref ref;
 	unsigned int i;
 	u64 est;
 	bool idle;
@@ -1711,6 +1717,7 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	est = a->est_us;
 	gain = a->gain;
 	miss = a->miss;
+	ref = a->ref;
 	samples = k2_adapt_samples(kd, &over);
 	window = samples - a->seen_samples;
 	memcpy(reasons, a->reasons, sizeof(reasons));
@@ -1727,6 +1734,8 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	seq_printf(m, "gain_probe %u\n", gain.probe);
 	seq_printf(m, "miss_bound %u\nmiss_hold %u\nmiss_probe %u\nmiss_met %u\n",
 		   miss.bound, miss.hold, miss.probe, miss.met);
+	seq_printf(m, "slope_bound %u\nslope_estimate_us %llu\n", ref.bound,
+		   ref.est);
 	for (i = 0; i < K2_ADAPT_NR_REASONS; i++)
 		seq_printf(m, "%s %llu\n", k2_adapt_reason_name[i], reasons[i]);
 	return 0;
