@@ -1731,7 +1731,8 @@ static int k2_dbg_adapt_show(void *data, struct seq_file *m)
 	seq_printf(m, "rate_kib_s %u\n", k2_adapt_rate_kib(gain.rate));
 	seq_printf(m, "gain_base %u\ngain_ceiling %u\ngain_hold %u\n",
 		   gain.base, gain.ceiling, gain.hold);
-	seq_printf(m, "gain_probe %u\n", gain.probe);
+	seq_printf(m, "gain_probe %u\ngain_doubt %d\n", gain.probe,
+		   gain.doubt);
 	seq_printf(m, "miss_bound %u\nmiss_hold %u\nmiss_probe %u\nmiss_met %u\n",
 		   miss.bound, miss.hold, miss.probe, miss.met);
 	seq_printf(m, "slope_bound %u\nslope_estimate_us %llu\n", ref.bound,
