@@ -56,3 +56,14 @@ def test_a_larger_bound_shorter_than_the_gap_keeps_the_pick_below_the_top() -> N
     lo, hi, target = gap_for_target(p, BW)
     assert (lo, hi) == (8, 16) and target == int(0.95 * 60_000)
     assert max(b for b in SWEEP if p[b] <= target) == 8
+
+
+def test_a_gap_whose_upper_bound_buys_no_bandwidth_is_no_candidate() -> None:
+    """6.1, here: bound 1's p99.9 high (no gap clear of the floor), and
+    bound 32 delivered less than 16: the highest gap that gains is 8-16,
+    and `bench select` then picks 8, below the device's peak."""
+    p = {1: 19_500, 2: 13_600, 4: 17_200, 8: 27_400, 16: 35_900, 32: 42_200}
+    bw = {1: 1.08, 2: 1.98, 4: 3.43, 8: 5.28, 16: 7.46, 32: 7.05}
+    lo, hi, target = gap_for_target(p, bw)
+    assert (lo, hi, target) == (8, 16, int(0.95 * 35_900))
+    assert max(b for b in SWEEP if p[b] <= target) == 8
