@@ -734,7 +734,7 @@ static const struct gain_step gain_steps[] = {
 	{ 8, 1325, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 8, 8, 7 },
 	{ 8, 1125, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 8, 8, 6 },
 	{ 8, 1125, K2_ADAPT_HOLD, 8, K2_ADAPT_HOLD, 8, 8, 8, 5 },
-	/* a fall is never changed; the window after it is a new base */
+	/* a fall (no climb in doubt) is not changed; the next window is a base */
 	{ 8, 10, K2_ADAPT_DOWN, 4, K2_ADAPT_DOWN, 4, 0, 8, 4 },
 	/* below the ceiling, a raise goes up to it */
 	{ 4, 600, K2_ADAPT_UP_DOUBLE, 8, K2_ADAPT_UP_DOUBLE, 8, 4, 8, 3 },
@@ -750,13 +750,14 @@ static const struct gain_step gain_steps[] = {
 	  2 * K2_ADAPT_PROBE },
 };
 
-TEST(adapt_gain_steps)
+/* Run @n steps from a fresh state. */
+static void gain_run(const struct gain_step *steps, unsigned int n)
 {
 	struct k2_gain g = { 0 };
 	unsigned int i;
 
-	for (i = 0; i < sizeof(gain_steps) / sizeof(gain_steps[0]); i++) {
-		const struct gain_step *st = &gain_steps[i];
+	for (i = 0; i < n; i++) {
+		const struct gain_step *st = &steps[i];
 		u32 next = st->next;
 
 		CHECK_EQ(k2_adapt_gain(&g, st->bound, st->rate, st->why, &next),
@@ -771,50 +772,38 @@ TEST(adapt_gain_steps)
 	}
 }
 
+TEST(adapt_gain_steps)
+{
+	gain_run(gain_steps, sizeof(gain_steps) / sizeof(gain_steps[0]));
+}
+
 /*
  * A first window that falls short: the bound holds for the second (a
  * raise becomes a hold, no other decision changes); a fall then (a cut
  * by one, k2_adapt_lone()) undoes the climb as a failed judgement does.
  */
+static const struct gain_step gain_fall_steps[] = {
+	{ 4, 1000, K2_ADAPT_UP_DOUBLE, 8, K2_ADAPT_UP_DOUBLE, 8, 4, -1, -1 },
+	{ 8, 1000, K2_ADAPT_UP, 9, K2_ADAPT_HOLD, 8, 4, -1, -1 },
+	{ 8, 10, K2_ADAPT_DOWN, 7, K2_ADAPT_DOWN, 4, 0, 4, K2_ADAPT_PROBE },
+};
+
+static const struct gain_step gain_band_steps[] = {
+	{ 4, 1000, K2_ADAPT_UP_DOUBLE, 8, K2_ADAPT_UP_DOUBLE, 8, 4, -1, -1 },
+	/* in the band, a first window short: the band's hold, unchanged */
+	{ 8, 1000, K2_ADAPT_HOLD, 8, K2_ADAPT_HOLD, 8, 4, -1, -1 },
+	/* the second well above: the mean, 1150, is kept */
+	{ 8, 1300, K2_ADAPT_UP, 9, K2_ADAPT_UP, 9, 8, -1, -1 },
+	/* one window is enough to keep a climb: 16 at once (+13 %) */
+	{ 16, 1300, K2_ADAPT_UP, 17, K2_ADAPT_UP, 17, 16, -1, -1 },
+};
+
 TEST(adapt_gain_judges_two_windows)
 {
-	struct k2_gain g = { 0 };
-	u32 next = 8;
-
-	CHECK_EQ(k2_adapt_gain(&g, 4, 1000, K2_ADAPT_UP_DOUBLE, &next),
-		 K2_ADAPT_UP_DOUBLE);
-	next = 9;
-	CHECK_EQ(k2_adapt_gain(&g, 8, 1000, K2_ADAPT_UP, &next),
-		 K2_ADAPT_HOLD);
-	CHECK_EQ(next, 8);
-	CHECK(g.doubt);
-	next = 7;
-	CHECK_EQ(k2_adapt_gain(&g, 8, 10, K2_ADAPT_DOWN, &next),
-		 K2_ADAPT_DOWN);
-	CHECK_EQ(next, 4);
-	CHECK_EQ(g.ceiling, 4);
-	CHECK_EQ(g.hold, K2_ADAPT_PROBE);
-	CHECK(!g.doubt);
-	g.hold = 0;
-	next = 8;
-	k2_adapt_gain(&g, 4, 1000, K2_ADAPT_UP_DOUBLE, &next);
-	/* in the band, a first window short: the band's hold, unchanged */
-	next = 8;
-	CHECK_EQ(k2_adapt_gain(&g, 8, 1000, K2_ADAPT_HOLD, &next),
-		 K2_ADAPT_HOLD);
-	CHECK_EQ(next, 8);
-	CHECK(g.doubt);
-	/* the second well above: the mean (1000 + 1300) / 2 is kept */
-	next = 9;
-	CHECK_EQ(k2_adapt_gain(&g, 8, 1300, K2_ADAPT_UP, &next), K2_ADAPT_UP);
-	CHECK_EQ(next, 9);
-	CHECK_EQ(g.base, 8);
-	CHECK_EQ(g.rate, 1150);
-	CHECK(!g.doubt);
-	/* one window enough to keep a climb: 16 at once */
-	next = 17;
-	CHECK_EQ(k2_adapt_gain(&g, 16, 1300, K2_ADAPT_UP, &next), K2_ADAPT_UP);
-	CHECK_EQ(g.base, 16);
+	gain_run(gain_fall_steps,
+		 sizeof(gain_fall_steps) / sizeof(gain_fall_steps[0]));
+	gain_run(gain_band_steps,
+		 sizeof(gain_band_steps) / sizeof(gain_band_steps[0]));
 }
 
 /* The hold doubles up to K2_ADAPT_PROBE_MAX, and a kept climb resets it. */
