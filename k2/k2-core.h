@@ -702,8 +702,9 @@ static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
 		g->rate = (g->rate + rate) / 2;
 	} else if (bound >= 2 * (u64)g->base) {
 		u64 judged = g->doubt ? (g->first + rate) / 2 : rate;
+		bool fell_short = 8 * judged < 9 * g->rate;
 
-		if (8 * judged < 9 * g->rate && !g->doubt) {
+		if (fell_short && !g->doubt) {
 			/* one window's noise: judged again on the next */
 			g->doubt = true;
 			g->first = rate;
@@ -713,7 +714,7 @@ static inline enum k2_adapt_reason k2_adapt_gain(struct k2_gain *g,
 			return K2_ADAPT_HOLD;
 		}
 		g->doubt = false;
-		if (8 * judged < 9 * g->rate) {
+		if (fell_short) {
 			k2_adapt_no_gain(g, next);
 			return K2_ADAPT_NO_GAIN;
 		}
