@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,30 @@ echo 0 > $s/namespaces/1/enable
 rmdir $s/namespaces/1 $s
 rmmod null_blk
 """, timeout=120)
+
+
+@contextmanager
+def timer_disk(g: Guest, completion_ns: int, params: str = "") -> Iterator[str]:
+    """A null_blk disk (1 GiB, no media) whose timer completes each request
+    completion_ns after it was issued, whatever the guest's CPU does
+    meanwhile; params: more of null_blk's module parameters.  Yields its
+    name (nullb0); afterwards its scheduler is none again and null_blk is
+    unloaded.  Where a test needs the device, not the CPU, to be what
+    requests wait for: the throttled NVMe drive serves one every 4 ms,
+    about what a thread of the debug kernel on a slow host takes to issue
+    its next read."""
+    g.sh(f"""
+! grep -q '^null_blk ' /proc/modules || rmmod null_blk
+modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec={completion_ns} {params}
+for i in $(seq 50); do [ -b /dev/nullb0 ] && break; sleep 0.1; done
+[ -b /dev/nullb0 ]
+""", timeout=60)
+    try:
+        yield "nullb0"
+    finally:
+        if not g.dead:
+            g.select("nullb0", "none")
+            g.sh("rmmod null_blk")
 
 
 def _boot_note(kernel: str, err: VMError) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench import fio
-from conftest import ROOT, Guest
+from conftest import ROOT, Guest, timer_disk
 from tracing import ftrace_record, reset_keeps_depth
 
 sys.path.insert(0, str(ROOT))
@@ -56,19 +56,10 @@ def serial_disk(ffq: Guest) -> Iterator[str]:
     to issue its next read, so a ratio measured there depends on the host's
     load; at 20 ms a thread keeps up with its share."""
     g = ffq
-    g.sh(f"""
-! grep -q '^null_blk ' /proc/modules || rmmod null_blk
-modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec={SERIAL_MS * 1000000} \
-    submit_queues=1 hw_queue_depth=64
-for i in $(seq 50); do [ -b /dev/nullb0 ] && break; sleep 0.1; done
-[ -b /dev/nullb0 ]
-""", timeout=60)
-    g.select("nullb0", SCHED)
-    g.set_attr("nullb0", "depth", 1)
-    yield "nullb0"
-    if not g.dead:
-        g.select("nullb0", "none")
-        g.sh("rmmod null_blk")
+    with timer_disk(g, SERIAL_MS * 1000000, "submit_queues=1 hw_queue_depth=64") as dev:
+        g.select(dev, SCHED)
+        g.set_attr(dev, "depth", 1)
+        yield dev
 
 
 def _jobs(dev: str, seconds: int, *jobs: str) -> str:

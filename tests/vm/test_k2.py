@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import fio
-from conftest import Guest
+from conftest import Guest, timer_disk
 from tracing import reset_keeps_depth
 
 FAST = "nvme0n1"
@@ -99,13 +99,8 @@ def test_slow_device_keeps_the_bound(k2: Guest) -> None:
     counted.  (Before, each such check reset the count and let another
     request out.)"""
     g = k2
-    dev = "nullb0"
-    g.sh(f"""
-! grep -q '^null_blk ' /proc/modules || rmmod null_blk
-modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec={SLOW_NS}
-echo 60000 > /sys/block/{dev}/queue/io_timeout  # null_blk's own: 5 s
-""")
-    try:
+    with timer_disk(g, SLOW_NS) as dev:
+        g.sh(f"echo 60000 > /sys/block/{dev}/queue/io_timeout")  # null_blk's own: 5 s
         g.select(dev, "k2")
         g.set_attr(dev, "max_inflight", 1)
         r = g.run(f"""
@@ -136,9 +131,6 @@ wait $pid
         print(f"{checks} stall checks")
         assert checks >= 1, "K2 never waited 5 s at the bound: the case was not exercised"
         assert g.attr(dev, "inflight") == "0"
-    finally:
-        if not g.dead:
-            g.sh(f"echo none > /sys/block/{dev}/queue/scheduler; rmmod null_blk")
 
 
 def test_lost_slots_are_given_back(k2: Guest) -> None:
