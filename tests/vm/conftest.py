@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,8 +32,25 @@ def pytest_configure(config: pytest.Config) -> None:
     for m in ("timing: asserts timing or throughput ratios (not run in the debug tier, "
               "where KASAN and lockdep make timing meaningless)",
               "lttng: needs the LTTng modules (not built for the debug kernel)",
-              "debug_kernel: needs the debug kernel's fault injection (the debug tier only)"):
+              "debug_kernel: needs the debug kernel's fault injection (the debug tier only)",
+              "userspace: tests user space (the benchmark runner, kyber-tune, the udev rule) "
+              "on whatever kernel: tests/run runs it on the first test kernel only"):
         config.addinivalue_line("markers", m)
+
+
+# tests/run's deadline for starting a VM test (seconds since the epoch;
+# its BUDGET_MIN after make check began)
+DEADLINE_ENV = "VM_TEST_DEADLINE"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test not started by tests/run's deadline is skipped, with that
+    reason, before its fixtures boot anything, so that the run ends with
+    its summary before CI stops it."""
+    deadline = os.environ.get(DEADLINE_ENV)
+    if deadline and time.time() > float(deadline):
+        pytest.skip("time budget: not started by tests/run's deadline (BUDGET_MIN)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -18,6 +18,10 @@ from bench.target import VMTarget
 from adaptive_target import SWEEP, gap_for_target
 from conftest import Guest
 
+# user space: the runner and its reports; K2's adaptive bound is the same code on
+# every kernel, its glue tested there by test_k2 (tests/run: the first test kernel only)
+pytestmark = pytest.mark.userspace
+
 
 # ssdsim slower than its default (20): the device's latencies then stand
 # well above the TCG host's scheduling hiccups of a few tens of ms, which

@@ -21,6 +21,10 @@ from conftest import ROOT, Guest
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
 
+# user space: the runner's tracing; each kernel's tracepoints and LTTng probes are
+# test_trace's and test_lttng's (tests/run: the first test kernel only)
+pytestmark = pytest.mark.userspace
+
 T = "/sys/kernel/tracing"
 
 

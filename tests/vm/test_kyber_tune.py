@@ -23,6 +23,10 @@ from conftest import ROOT, Guest
 sys.path.insert(0, str(ROOT / "kyber-tune"))
 from kybertune import auto, grid  # noqa: E402
 
+# user space: kyber-tune over Kyber's sysfs, the same on every kernel
+# (tests/run: the first test kernel only)
+pytestmark = pytest.mark.userspace
+
 TIME_SCALE = 20
 # the reader's objective in the auto test: a read that meets a program on its
 # die waits up to 10.2 ms (time_scale 20), so 15 ms can be met beside a writer

@@ -23,6 +23,9 @@ import pytest
 
 from conftest import Guest
 
+# user space: udev and the rule (tests/run: the first test kernel only)
+pytestmark = pytest.mark.userspace
+
 RULE = Path(__file__).resolve().parents[2] / "packaging" / "examples" / "60-ssd-iosched.rules"
 RULES_D = "/etc/udev/rules.d"
 # what the example rule sets: scheduler, then (tunable, value) in order
