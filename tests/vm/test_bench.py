@@ -18,10 +18,6 @@ from bench.target import VMTarget
 from adaptive_target import SWEEP, gap_for_target
 from conftest import Guest
 
-# user space: the runner and its reports; K2's adaptive bound is the same code on
-# every kernel, its glue tested there by test_k2 (tests/run: the first test kernel only)
-pytestmark = pytest.mark.userspace
-
 
 # ssdsim slower than its default (20): the device's latencies then stand
 # well above the TCG host's scheduling hiccups of a few tens of ms, which
@@ -61,6 +57,9 @@ def bench_device(guest: Guest) -> Iterator[str]:
         yield dev
 
 
+# user space: the runner and its report (tests/run: the first test kernel
+# only); the adaptive test below runs on every kernel (issue 16)
+@pytest.mark.userspace
 def test_k2_suite_report_shows_tail_latency_falling_with_bound(
         guest: Guest, bench_device: str, tmp_path: Path) -> None:
     if "k2-iosched" not in guest.vm.modules:
