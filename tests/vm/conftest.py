@@ -206,23 +206,22 @@ NVMET_DELAY_MS = 1000
 @pytest.fixture
 def nvme_tcp(guest: Guest) -> Iterator[tuple[str, str]]:
     """A loopback NVMe/TCP controller in the guest: the kernel's target
-    (nvmet-tcp) exports a memory-backed null_blk device (so fio can verify
-    what it wrote) that completes each request after NVMET_DELAY_MS on
-    127.0.0.1, and the host driver (nvme-tcp)
-    connects to it.  Yields (controller, disk), e.g. ("nvme2", "nvme2n1").
+    (nvmet-tcp) exports a memory-backed null_blk device (timer_disk(), so
+    that fio can verify what it wrote) that completes each request after
+    NVMET_DELAY_MS on 127.0.0.1, and the host driver (nvme-tcp) connects
+    to it.  Yields (controller, disk), e.g. ("nvme2", "nvme2n1").
     Its reset path differs from nvme-pci's: the requests in flight are
     cancelled and requeued, and it has no shadow doorbells."""
     g = guest
     before = set(g.sh("ls /sys/class/nvme").split())
-    g.sh(f"""
+    with timer_disk(g, NVMET_DELAY_MS * 1000000, "memory_backed=1") as disk:
+        g.sh(f"""
 set -e
 modprobe nvmet-tcp
 modprobe nvme-tcp
 ip link set lo up
 grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config
-! grep -q '^null_blk ' /proc/modules || rmmod null_blk
-modprobe null_blk nr_devices=1 gb=1 memory_backed=1 irqmode=2 completion_nsec={NVMET_DELAY_MS * 1000000}
-dev=/dev/nullb0
+dev=/dev/{disk}
 s={NVMET}/subsystems/{NVMET_NQN}
 mkdir $s
 echo 1 > $s/attr_allow_any_host
@@ -238,28 +237,27 @@ echo 4420 > $p/addr_trsvcid
 ln -s $s $p/subsystems/{NVMET_NQN}
 echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn={NVMET_NQN}" > /dev/nvme-fabrics
 """, timeout=120)
-    ctrl = ""
-    for _ in range(100):
-        new = set(g.sh("ls /sys/class/nvme").split()) - before
-        if new:
-            ctrl = new.pop()
-            disks = g.sh(f"ls /sys/class/nvme/{ctrl} | grep '^{ctrl}n' || true").split()
-            if disks and g.run(f"test -b /dev/{disks[0]}").rc == 0:
-                break
-        g.sh("sleep 0.1")
-    else:
-        raise AssertionError("the loopback NVMe/TCP controller did not appear")
-    yield ctrl, disks[0]
-    if g.dead:
-        return
-    g.sh(f"""
+        ctrl = ""
+        for _ in range(100):
+            new = set(g.sh("ls /sys/class/nvme").split()) - before
+            if new:
+                ctrl = new.pop()
+                disks = g.sh(f"ls /sys/class/nvme/{ctrl} | grep '^{ctrl}n' || true").split()
+                if disks and g.run(f"test -b /dev/{disks[0]}").rc == 0:
+                    break
+            g.sh("sleep 0.1")
+        else:
+            raise AssertionError("the loopback NVMe/TCP controller did not appear")
+        yield ctrl, disks[0]
+        if g.dead:
+            return
+        g.sh(f"""
 echo 1 > /sys/class/nvme/{ctrl}/delete_controller
 s={NVMET}/subsystems/{NVMET_NQN}
 rm -f {NVMET}/ports/1/subsystems/{NVMET_NQN}
 rmdir {NVMET}/ports/1
 echo 0 > $s/namespaces/1/enable
 rmdir $s/namespaces/1 $s
-rmmod null_blk
 """, timeout=120)
 
 
