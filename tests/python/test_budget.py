@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,10 +41,31 @@ def test_the_hook_skips_only_past_the_deadline(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "vm_conftest", conftest)  # for its dataclasses
     spec.loader.exec_module(conftest)
     hook = conftest.pytest_runtest_setup
+    plain, long = _Item(None), _Item(15)
     monkeypatch.delenv(conftest.DEADLINE_ENV, raising=False)
-    hook(None)  # no deadline: tests/run did not start this run
+    hook(plain)  # no deadline: tests/run did not start this run
+    hook(long)
     monkeypatch.setenv(conftest.DEADLINE_ENV, str(time.time() + 3600))
-    hook(None)
+    hook(plain)
+    hook(long)
+    # 10 min left: enough for any unmarked test, not for one of 15 min
+    monkeypatch.setenv(conftest.DEADLINE_ENV, str(time.time() + 600))
+    hook(plain)
+    with pytest.raises(pytest.skip.Exception, match="^time budget: .*less its 15 min"):
+        hook(long)
     monkeypatch.setenv(conftest.DEADLINE_ENV, str(time.time() - 1))
-    with pytest.raises(pytest.skip.Exception, match="^time budget: "):
-        hook(None)
+    for item in (plain, long):
+        with pytest.raises(pytest.skip.Exception, match="^time budget: "):
+            hook(item)
+
+
+class _Item:
+    """What the hook reads of a pytest item: its minutes() mark."""
+
+    def __init__(self, minutes: int | None):
+        self.minutes = minutes
+
+    def get_closest_marker(self, name: str) -> SimpleNamespace | None:
+        if name != "minutes" or self.minutes is None:
+            return None
+        return SimpleNamespace(args=(self.minutes,))  # a Mark, as far as the hook reads

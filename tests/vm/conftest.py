@@ -34,23 +34,36 @@ def pytest_configure(config: pytest.Config) -> None:
               "lttng: needs the LTTng modules (not built for the debug kernel)",
               "debug_kernel: needs the debug kernel's fault injection (the debug tier only)",
               "userspace: tests user space (the benchmark runner, kyber-tune, the udev rule) "
-              "on whatever kernel: tests/run runs it on the first test kernel only"):
+              "on whatever kernel: tests/run runs it on the first test kernel only",
+              "minutes(n): takes up to n minutes on a slow, busy host; under tests/run's time "
+              "budget it starts only while that still ends by the others' end "
+              "(pytest_runtest_setup())"):
         config.addinivalue_line("markers", m)
 
 
 # tests/run's deadline for starting a VM test (seconds since the epoch;
 # its BUDGET_MIN after make check began)
 DEADLINE_ENV = "VM_TEST_DEADLINE"
+# what a test without a minutes() mark takes at most on a slow, busy host
+# (the debug kernel's allocation failures for cars took 4 min in CI)
+UNMARKED_MIN = 4
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test not started by tests/run's deadline is skipped, with that
     reason, before its fixtures boot anything, so that the run ends with
-    its summary before CI stops it."""
+    its summary before CI stops it; one marked minutes(n) with n above
+    UNMARKED_MIN as soon as it would no longer end by when one started at
+    the deadline ends."""
     deadline = os.environ.get(DEADLINE_ENV)
-    if deadline and time.time() > float(deadline):
-        pytest.skip("time budget: not started by tests/run's deadline (BUDGET_MIN)")
+    if not deadline:
+        return
+    m = item.get_closest_marker("minutes")
+    longer = max(0.0, float(m.args[0]) - UNMARKED_MIN) * 60 if m else 0.0
+    if time.time() > float(deadline) - longer:
+        pytest.skip("time budget: not started by tests/run's deadline (BUDGET_MIN)"
+                    + (f", less its {m.args[0]} min" if longer else ""))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -330,6 +343,41 @@ class VMs:
     current: Callable[[], Guest | None]
 
 
+def boot_guest(cfg: VMConfig) -> Guest:
+    """Boot a VM as @cfg says and return its Guest, with an empty kernel
+    log.  A guest that dies while booting is booted once more (nothing of
+    the project's has run yet: the init script loads only upstream modules,
+    so the death is the emulator's or the kernel's; tests/run's output says
+    so), and one whose NVMe devices came up in the wrong order up to five
+    times (DeviceOrderError)."""
+    boot_failures = 0
+    for attempt in range(5):
+        vm = VM(cfg)
+        try:
+            vm.start()
+        except VMError as e:
+            vm.cleanup()
+            boot_failures += 1
+            if boot_failures > 1:
+                raise
+            _boot_note(cfg.kernel, e)
+            continue
+        try:
+            g = Guest(vm)
+            break
+        except DeviceOrderError:
+            vm.cleanup()
+            if attempt == 4:
+                raise
+        except BaseException:
+            vm.cleanup()
+            raise
+    else:
+        raise VMError(f"{cfg.kernel}: no boot of 5 came up")
+    g.sh("dmesg -c >/dev/null")
+    return g
+
+
 @pytest.fixture(scope="session")
 def vm_factory(request: pytest.FixtureRequest) -> Iterator[VMs]:
     kernel = _kernel(request.config)
@@ -340,33 +388,9 @@ def vm_factory(request: pytest.FixtureRequest) -> Iterator[VMs]:
         if g is None or g.dead:
             if state["vm"] is not None:
                 state["vm"].cleanup()
-            boot_failures = 0
-            for attempt in range(5):
-                vm = VM(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel))
-                state["vm"] = vm
-                try:
-                    vm.start()
-                except VMError as e:
-                    # Nothing of the project's has run yet (the init script
-                    # loads only upstream modules): a guest that died while
-                    # booting is the emulator's or the kernel's.  Boot once
-                    # more, and say so in tests/run's output.
-                    vm.cleanup()
-                    state["vm"] = None
-                    boot_failures += 1
-                    if boot_failures > 1:
-                        raise
-                    _boot_note(kernel, e)
-                    continue
-                try:
-                    g = Guest(vm)
-                    break
-                except DeviceOrderError:
-                    vm.cleanup()
-                    state["vm"] = None
-                    if attempt == 4:
-                        raise
-            g.sh("dmesg -c >/dev/null")
+                state["vm"] = None
+            g = boot_guest(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel))
+            state["vm"] = g.vm
             if g.has_kmemleak:
                 # what booting left is not the tests'; leak_scan scans after
                 # each file, so kmemleak's own scan every 10 min is only
@@ -395,6 +419,33 @@ def guest(vm_factory: VMs) -> Iterator[Guest]:
         assert not bad, "kernel log during this test:\n" + "\n".join(bad)
         if g.has_kmemleak:  # the debug kernel: what they free goes to leak_scan
             g.unload_modules()
+
+
+# icount_guest's clock: 2^ICOUNT_SHIFT ns an instruction (QEMU -icount)
+ICOUNT_SHIFT = 3
+
+
+@pytest.fixture
+def icount_guest(request: pytest.FixtureRequest) -> Iterator[Guest]:
+    """A VM of its own, booted for the test, whose clock counts the
+    instructions its vCPUs execute (QEMU -icount shift=ICOUNT_SHIFT,
+    sleep=off: scripts/vmbed.py accel_args()) instead of following the
+    host's: a test that compares latencies measured in the guest sees the
+    same figures whatever else the host runs.  On plain TCG a host that
+    does not run the guest's vCPU for 100 ms (CI runs the debug tier's VM
+    beside this one on two cores) puts 100 ms into whatever request is in
+    flight, which is the p99.9 of a few thousand.  Its kernel log is
+    checked after the test, as the guest fixture's."""
+    kernel = _kernel(request.config)
+    g = boot_guest(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel,
+                            icount=ICOUNT_SHIFT))
+    try:
+        yield g
+        if not g.dead:
+            bad = g.take_dmesg()
+            assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+    finally:
+        g.vm.cleanup()
 
 
 @pytest.fixture(scope="module", autouse=True)

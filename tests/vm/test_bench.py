@@ -109,8 +109,9 @@ ADAPTIVE_TIME_SCALE = 50
 
 
 @pytest.mark.timing
+@pytest.mark.minutes(15)  # 14.1 min on 7.3 here with two busy loops beside
 def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
-        guest: Guest, tmp_path: Path) -> None:
+        icount_guest: Guest, tmp_path: Path) -> None:
     """Issue 16's test: the k2 suite's random-read sweep on ssdsim (none and
     bounds 1-32), then a target between bound 1's and none's RT p99.9, just
     below (0.95 of) the p99.9 of the upper bound of the gap in which a bound
@@ -157,10 +158,16 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     floor put the target between 16 and 32, where 32 delivered less than
     16: select picked 16, the device's peak, which nothing adaptive could
     beat (6.20 against 6.82 MiB/s, at 0.72 of the target); a gap takes part
-    only where its upper bound gains bandwidth (adaptive_target.py)."""
+    only where its upper bound gains bandwidth (adaptive_target.py).  Then
+    in CI on 6.1 and 7.3 beside the debug tier's VM the sweep measured the
+    host, not the device: bound 1's RT p99.9 109.6 ms, 2's 52.7, 4's 83.4,
+    8's 23.7, and no target lay between bound 1's and none's.  The test now
+    runs in a VM of its own whose clock counts instructions (icount_guest):
+    the host's stalls are not in the guest's time at all."""
     from bench.results import load
     from bench.suites.k2 import collect, collect_adaptive, points, select
 
+    guest = icount_guest
     if "k2-iosched" not in guest.vm.modules or "ssdsim" not in guest.vm.modules:
         pytest.skip("needs k2-iosched and ssdsim built for this kernel")
     t = VMTarget(guest.vm)
