@@ -35,6 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
               "debug_kernel: needs the debug kernel's fault injection (the debug tier only)",
               "userspace: tests user space (the benchmark runner, kyber-tune, the udev rule) "
               "on whatever kernel: tests/run runs it on the first test kernel only",
+              "first_kernel: a long end-to-end test whose kernel side other tests cover on "
+              "every kernel: tests/run runs it on the first test kernel only (pytest "
+              "--kernel runs it on any)",
               "minutes(n): takes up to n minutes on a slow, busy host; under tests/run's time "
               "budget it starts only while that still ends by the others' end "
               "(pytest_runtest_setup())"):

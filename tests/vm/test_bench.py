@@ -109,6 +109,7 @@ ADAPTIVE_TIME_SCALE = 50
 
 
 @pytest.mark.timing
+@pytest.mark.first_kernel  # test_k2's adaptive test covers each kernel's side
 @pytest.mark.minutes(15)  # 14.1 min on 7.3 here with two busy loops beside
 def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
         icount_guest: Guest, tmp_path: Path) -> None:
