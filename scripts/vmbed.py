@@ -26,6 +26,7 @@ import base64
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -72,6 +73,9 @@ KERNEL_PROBLEM = re.compile(
 
 # How long the guest's agent may take to acknowledge a command.
 ACK_SECONDS = 60.0
+# How long a guest that stopped answering gets to print each SysRq's
+# backtraces (VM.stuck_report())
+SYSRQ_SECONDS = 3.0
 
 
 class VMError(RuntimeError):
@@ -459,11 +463,13 @@ class VM:
             # nvme_core.multipath=N: a fabrics namespace (the tests'
             # loopback NVMe/TCP controller) is then a plain disk whose
             # queue has an elevator, not a bio-based multipath head
-            "nokaslr loglevel=5 nvme_core.multipath=N " + cfg.append,
+            # sysrq_always_enabled: stuck_report()'s SysRq l and w
+            "nokaslr loglevel=5 nvme_core.multipath=N sysrq_always_enabled " + cfg.append,
             "-display", "none", "-no-reboot", "-nodefaults",
             "-serial", f"file:{self.console}",
             "-chardev", f"socket,id=agent,path={agent_path},server=on,wait=off",
             "-serial", "chardev:agent",
+            "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
             "-drive", f"file={drives[0]},if=none,id=nvfast,format=raw,"
             "cache=unsafe,aio=threads",
             "-device", f"nvme,serial=fast0,drive=nvfast,"
@@ -634,6 +640,51 @@ class VM:
                 + "\n".join(text[start:start + lines])
                 + f"\n[...]\nlast {lines} lines:\n{tail}")
 
+    def stuck_report(self) -> str:
+        """For a guest that stopped answering its agent: each vCPU's
+        instruction pointer, privilege level and halt state (QEMU's
+        monitor, `info registers -a`), then SysRq 9, l and w pressed on its
+        keyboard (all messages to the console; the backtraces of the CPUs
+        that run something, and of the blocked tasks), which land in the
+        console that the caller's tail then quotes.  One line of QEMU's problem when the monitor does not
+        answer."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10.0)
+                s.connect(str(self.workdir / "qmp.sock"))
+                f = s.makefile("rw", encoding="utf-8", newline="\n")
+
+                def call(cmd: str, **args: object) -> object:
+                    f.write(json.dumps({"execute": cmd, "arguments": args}) + "\n")
+                    f.flush()
+                    while True:  # past events
+                        line = f.readline()
+                        if not line:
+                            raise OSError("it closed the connection")
+                        msg = json.loads(line)
+                        if "error" in msg:
+                            raise OSError(f"{cmd}: {msg['error'].get('desc')}")
+                        if "return" in msg:
+                            return msg["return"]
+
+                f.readline()  # the greeting
+                call("qmp_capabilities")
+                regs = str(call("human-monitor-command", **{"command-line": "info registers -a"}))
+                # 9: every console message (this bed boots with loglevel=5,
+                # and w's task lines are KERN_INFO)
+                for key in ("9", "l", "w"):
+                    call("send-key", keys=[{"type": "qcode", "data": k}
+                                           for k in ("alt", "sysrq", key)])
+                    time.sleep(SYSRQ_SECONDS)
+        except (OSError, ValueError) as e:
+            return f"QEMU's monitor: {e}\n"
+        cpus = []
+        for n, part in enumerate(re.split(r"^CPU#\d+", regs, flags=re.M)[1:]):
+            m = re.search(r"^RIP=([0-9a-f]+).*?CPL=(\d).*?HLT=(\d)", part, re.M)
+            cpus.append(f"vCPU {n}: " + (f"RIP {m[1]}, CPL {m[2]}, HLT {m[3]}" if m else "?"))
+        return ("; ".join(cpus) or "QEMU's monitor gave no registers") + \
+            " (SysRq l and w sent: their backtraces are on the console)\n"
+
     # -- plumbing ---------------------------------------------------------------
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
@@ -652,7 +703,8 @@ class VM:
         except socket.timeout:
             self.dead = True
             raise VMError(f"the guest did not read {len(data)} bytes sent to its agent in "
-                          f"{ACK_SECONDS:.0f} s; console tail:\n{self.console_tail()}") from None
+                          f"{ACK_SECONDS:.0f} s; {self.stuck_report()}"
+                          f"console tail:\n{self.console_tail()}") from None
 
     def _unread(self) -> int:
         """Bytes sent to the agent that QEMU has not taken from the socket
@@ -693,8 +745,8 @@ class VM:
                 return None
             if left <= 0:
                 self.dead = True
-                raise VMError(f"timed out waiting for {waiting_for}; console tail:\n"
-                              f"{self.console_tail()}")
+                raise VMError(f"timed out waiting for {waiting_for}; {self.stuck_report()}"
+                              f"console tail:\n{self.console_tail()}")
             self.sock.settimeout(min(left, 1.0))
             try:
                 data = self.sock.recv(65536)

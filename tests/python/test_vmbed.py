@@ -243,3 +243,71 @@ def test_guest_that_reads_nothing_is_a_vm_error(
     finally:
         agent.close()
         vm.cleanup()
+
+
+def test_guest_that_stops_answering_is_reported_with_its_cpus(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guest whose agent takes no command: the VMError gives each vCPU's
+    instruction pointer from QEMU's monitor (QMP) and presses SysRq l and w,
+    whose backtraces the console then holds (twice in a CI run the debug
+    kernel's agent stopped answering with nothing on the console)."""
+    import json
+    import threading
+    monkeypatch.setattr(vmbed, "ACK_SECONDS", 1.0)
+    monkeypatch.setattr(vmbed, "SYSRQ_SECONDS", 0.0)
+    vm, agent = _agent_vm(tmp_path, monkeypatch)
+    regs = ("CPU#0\nRAX=0000000000000000 RBX=0000000000000001\n"
+            "RIP=ffffffff81a0b2c3 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\n"
+            "CPU#1\nRAX=0000000000000002\n"
+            "RIP=0000555555555000 RFL=00000202 [-------] CPL=3 II=0 A20=1 SMM=0 HLT=0\n")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(vm.workdir / "qmp.sock"))
+    srv.listen(1)
+    asked: list[dict[str, object]] = []
+
+    def monitor() -> None:
+        conn, _ = srv.accept()
+        f = conn.makefile("rw", encoding="utf-8", newline="\n")
+        f.write('{"QMP": {"version": {}, "capabilities": []}}\n')
+        f.flush()
+        for line in f:
+            msg = json.loads(line)
+            asked.append(msg)
+            if msg["execute"] == "human-monitor-command":
+                f.write('{"event": "SOMETHING", "data": {}}\n')  # events come between
+                f.write(json.dumps({"return": regs}) + "\n")
+            else:
+                f.write('{"return": {}}\n')
+            f.flush()
+        conn.close()
+
+    t = threading.Thread(target=monitor)
+    t.start()
+    try:
+        with pytest.raises(vmbed.VMError) as e:
+            vm.run("true", timeout=5)
+        assert "take the command" in str(e.value)
+        assert ("vCPU 0: RIP ffffffff81a0b2c3, CPL 0, HLT 1; "
+                "vCPU 1: RIP 0000555555555000, CPL 3, HLT 0") in str(e.value)
+        keys = [[k["data"] for k in m["arguments"]["keys"]]  # type: ignore[index]
+                for m in asked if m["execute"] == "send-key"]
+        assert keys == [["alt", "sysrq", k] for k in ("9", "l", "w")]
+    finally:
+        agent.close()
+        vm.cleanup()
+        t.join(timeout=10)
+        srv.close()
+
+
+def test_guest_with_no_monitor_is_still_a_vm_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No QMP socket (QEMU gone, or a bed without one): the report says so
+    in a line and the VMError is the agent's, as before."""
+    monkeypatch.setattr(vmbed, "ACK_SECONDS", 1.0)
+    vm, agent = _agent_vm(tmp_path, monkeypatch)
+    try:
+        with pytest.raises(vmbed.VMError, match="take the command; QEMU's monitor: "):
+            vm.run("true", timeout=5)
+    finally:
+        agent.close()
+        vm.cleanup()

@@ -439,14 +439,22 @@ def icount_guest(request: pytest.FixtureRequest) -> Iterator[Guest]:
     beside this one on two cores) puts 100 ms into whatever request is in
     flight, which is the p99.9 of a few thousand.  Its kernel log is
     checked after the test, as the guest fixture's."""
-    kernel = _kernel(request.config)
-    g = boot_guest(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel,
-                            icount=ICOUNT_SHIFT))
-    try:
+    with own_guest(request.config, icount=ICOUNT_SHIFT) as g:
         yield g
         if not g.dead:
             bad = g.take_dmesg()
             assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+
+
+@contextmanager
+def own_guest(config: pytest.Config, **cfg: Any) -> Iterator[Guest]:
+    """A VM of the test's own, beside the session's, booted with the
+    project's modules and @cfg (more of VMConfig's fields), and stopped
+    afterwards."""
+    kernel = _kernel(config)
+    g = boot_guest(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel, **cfg))
+    try:
+        yield g
     finally:
         g.vm.cleanup()
 
