@@ -22,10 +22,10 @@ def test_a_guest_that_stops_answering_is_reported_with_its_cpus(
     agent's port maps newline to carriage return (stty inlcr), so that its
     read never ends a line, in a VM of the test's own."""
     with own_guest(request.config) as g:
-        monkeypatch.setattr(vmbed, "ACK_SECONDS", 10.0)
         # after this command's result and the host's GOT
         g.sh("(sleep 1; stty -F /dev/ttyS1 inlcr) >/dev/null 2>&1 &")
         time.sleep(3)
+        monkeypatch.setattr(vmbed, "ACK_SECONDS", 10.0)
         with pytest.raises(VMError) as e:
             g.sh("true", timeout=30)
         msg = str(e.value)
