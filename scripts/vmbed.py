@@ -646,8 +646,8 @@ class VM:
         monitor, `info registers -a`), then SysRq 9, l and w pressed on its
         keyboard (all messages to the console; the backtraces of the CPUs
         that run something, and of the blocked tasks), which land in the
-        console that the caller's tail then quotes.  One line of QEMU's problem when the monitor does not
-        answer."""
+        console that the caller's tail then quotes.  One line of QEMU's
+        problem when the monitor does not answer."""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(10.0)

@@ -408,6 +408,12 @@ def vm_factory(request: pytest.FixtureRequest) -> Iterator[VMs]:
         state["vm"].cleanup()
 
 
+def assert_log_clean(g: Guest) -> None:
+    """What the test left in the kernel log (Guest.take_dmesg()) fails it."""
+    bad = g.take_dmesg()
+    assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+
+
 @pytest.fixture
 def guest(vm_factory: VMs) -> Iterator[Guest]:
     """The VM, with a check that the test left the kernel log clean; on the
@@ -418,8 +424,7 @@ def guest(vm_factory: VMs) -> Iterator[Guest]:
     g = vm_factory.get()
     yield g
     if not g.dead:
-        bad = g.take_dmesg()
-        assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+        assert_log_clean(g)
         if g.has_kmemleak:  # the debug kernel: what they free goes to leak_scan
             g.unload_modules()
 
@@ -442,8 +447,7 @@ def icount_guest(request: pytest.FixtureRequest) -> Iterator[Guest]:
     with own_guest(request.config, icount=ICOUNT_SHIFT) as g:
         yield g
         if not g.dead:
-            bad = g.take_dmesg()
-            assert not bad, "kernel log during this test:\n" + "\n".join(bad)
+            assert_log_clean(g)
 
 
 @contextmanager

@@ -519,8 +519,8 @@ def test_sequential_stream_merges(k2: Guest) -> None:
     is null_blk's timer (MERGE_NS a request), on which even the debug
     kernel on a slow host issues the 15 reads fio has left in the time the
     device takes for one.  (On the throttled NVMe drive, 4 ms a request,
-    the debug kernel merged only 1.6 to 3.1 reads a request, and 6.1 failed
-    the 4 times in CI on a busy host.)"""
+    the debug kernel merged only 1.6 to 3.1 reads a request, and 6.1 fell
+    short of 4 in CI on a busy host.)"""
     g = k2
     with timer_disk(g, MERGE_NS) as dev:
         g.select(dev, "k2")
