@@ -277,6 +277,24 @@ rmdir $s/namespaces/1 $s
 """, timeout=120)
 
 
+def ssdsim_loaded(g: Guest) -> bool:
+    return any(ln.split()[0] == "ssdsim" for ln in g.sh("cat /proc/modules").splitlines()
+               if ln.strip())
+
+
+@contextmanager
+def ssdsim(guest: Guest, time_scale: int) -> Iterator[str]:
+    """ssdsim0 at @time_scale, removed afterwards."""
+    if ssdsim_loaded(guest):
+        guest.sh("rmmod ssdsim")
+    guest.sh(f"modprobe ssdsim time_scale={time_scale} && test -b /dev/ssdsim0")
+    try:
+        yield "ssdsim0"
+    finally:
+        if not guest.dead and ssdsim_loaded(guest):
+            guest.sh("rmmod ssdsim")
+
+
 @contextmanager
 def timer_disk(g: Guest, completion_ns: int, params: str = "") -> Iterator[str]:
     """A null_blk disk (1 GiB, no media) whose timer completes each request

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from bench.cli import parse
 from bench.session import run_suite
 from bench.target import VMTarget
 from adaptive_target import SWEEP, gap_for_target
-from conftest import Guest
+from conftest import Guest, ssdsim
 
 
 # ssdsim slower than its default (20): the device's latencies then stand
@@ -26,24 +25,6 @@ from conftest import Guest
 # 28-47 ms against 103-104 ms at bound 64 (and failed once in CI on 7.3);
 # at 200, in the same boot, 39-53 ms against 204-279 ms.
 TIME_SCALE = 200
-
-
-def ssdsim_loaded(g: Guest) -> bool:
-    return any(ln.split()[0] == "ssdsim" for ln in g.sh("cat /proc/modules").splitlines()
-               if ln.strip())
-
-
-@contextmanager
-def ssdsim(guest: Guest, time_scale: int) -> Iterator[str]:
-    """ssdsim0 at @time_scale, removed afterwards."""
-    if ssdsim_loaded(guest):
-        guest.sh("rmmod ssdsim")
-    guest.sh(f"modprobe ssdsim time_scale={time_scale} && test -b /dev/ssdsim0")
-    try:
-        yield "ssdsim0"
-    finally:
-        if not guest.dead and ssdsim_loaded(guest):
-            guest.sh("rmmod ssdsim")
 
 
 @pytest.fixture
