@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scripts.vmbed import ICOUNT_SHIFTS
+
 if TYPE_CHECKING:
     from bench.results import Results
     from bench.runner import Config, Plan, RunContext
@@ -115,6 +117,28 @@ class Suite:
 
     def has_select(self) -> bool:
         return False
+
+
+def add_icount_argument(p: argparse.ArgumentParser, what: str) -> None:
+    """--icount SHIFT (with --vm): the guest's clock counts instructions;
+    @what: what that makes of the suite's figures."""
+    p.add_argument("--icount", type=int, metavar="SHIFT", choices=ICOUNT_SHIFTS,
+                   help="with --vm: the guest's clock counts instructions (QEMU "
+                        f"-icount shift=SHIFT, 2^SHIFT ns an instruction; 0..10): {what} "
+                        "(default: off)")
+
+
+def icount_note(args: argparse.Namespace, target: Target, runtime: float) -> list[str]:
+    """The report's note on --icount (none without it); ValueError on this
+    machine, whose clock is its own."""
+    if args.icount is None:
+        return []
+    if target.is_local:
+        raise ValueError("--icount is for the VM test bed (--vm): this machine's "
+                         "clock is its own")
+    return [f"the guest's clock counts instructions (QEMU icount shift {args.icount}): a "
+            f"run of {runtime:g} s is {runtime * 1e9 / (1 << args.icount):.3g} of the "
+            "guest's instructions"]
 
 
 #: suites that live in another top-level folder of the project, as

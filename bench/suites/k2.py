@@ -48,7 +48,7 @@ from bench import fio, jobs, prep
 from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
-from bench.suites import Sched, Suite, SuiteReport
+from bench.suites import Sched, Suite, SuiteReport, add_icount_argument, icount_note
 
 OPS = {"read": "sequential read", "randread": "random read",
        "write": "sequential write", "randwrite": "random write"}
@@ -558,12 +558,19 @@ class K2Suite(Suite):
         p.add_argument("--changing-be-op", choices=list(OPS), default="randwrite",
                        help="changing load: what the second half's best-effort jobs do "
                             "(default randwrite; the first half's do the operation type)")
+        add_icount_argument(p, "latencies are of the guest's time, which a host that "
+                               "stalls the guest does not advance")
+
+    def vm_config(self, args: argparse.Namespace) -> dict[str, Any]:
+        """--icount: the guest's clock counts instructions (the bed's
+        vCPUs, in one host thread)."""
+        return {} if args.icount is None else {"icount": args.icount}
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
         runtime, ramp = ctx.params["runtime"], ctx.params["ramp"]
         depth = int(ctx.sched_info["k2"]["nr_requests"])
-        notes: list[str] = []
+        notes: list[str] = icount_note(a, ctx.target, runtime)
         cpus = None if a.no_pin else ctx.target.ncpus()
         if cpus:
             notes.append(f"jobs pinned: rt to CPU 0, be<i> to CPU i mod {cpus}")
@@ -626,7 +633,8 @@ class K2Suite(Suite):
                                     "pressure_bound": a.pressure_bound,
                                     "targets_us": a.targets_us, "changing_load": changing,
                                     "changing_be_jobs": a.changing_be_jobs,
-                                    "changing_be_op": a.changing_be_op})
+                                    "changing_be_op": a.changing_be_op,
+                                    "icount": a.icount})
 
     def _changing_phases(self, ctx: RunContext, ops: list[str], depth: int, cpus: int | None,
                          notes: list[str]) -> list[Phase]:

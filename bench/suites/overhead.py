@@ -64,10 +64,10 @@ from bench.device import DeviceError
 from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
-from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, assignments
+from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
+                          assignments, icount_note)
 from bench.suites.k2 import csv
 from bench.target import Target
-from scripts.vmbed import ICOUNT_SHIFTS
 
 NULL_BLK: dict[str, int | str] = {
     "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
@@ -166,11 +166,8 @@ class Overhead(Suite):
         p.add_argument("--k2-target-us", type=int, default=0,
                        help=f"also measure {ADAPTIVE}: k2 with target_latency_us set to this "
                             "(us), its block's jobs real-time (default 0: not measured)")
-        p.add_argument("--icount", type=int, metavar="SHIFT", choices=ICOUNT_SHIFTS,
-                       help="with --vm: the guest's clock counts instructions (QEMU "
-                            "-icount shift=SHIFT, 2^SHIFT ns an instruction; 0..10), one "
-                            "vCPU: IOPS become I/Os per instruction, repeatable whatever "
-                            "the host's load (default: off)")
+        add_icount_argument(p, "one vCPU, IOPS become I/Os per instruction, repeatable "
+                               "whatever the host's load")
         p.add_argument("--allow-null-blk", action="store_true",
                        help="on this machine: allow loading (and afterwards unloading) "
                             "the null_blk module for /dev/nullb0")
@@ -227,13 +224,8 @@ class Overhead(Suite):
         cpus = None if a.no_pin else ctx.target.ncpus()
         scheds = [s for s in a.schedulers if s in ctx.sched_info]
         notes = []
-        if a.icount is not None:
-            if ctx.target.is_local:
-                raise ValueError("--icount is for the VM test bed (--vm): this machine's "
-                                 "clock is its own")
-            notes.append(f"the guest's clock counts instructions (QEMU icount shift "
-                         f"{a.icount}): a run of {runtime:g} s is {runtime * 1e9 / (1 << a.icount):.3g} "
-                         "of the guest's instructions, so IOPS are I/Os per instruction")
+        notes += [n + ", so IOPS are I/Os per instruction"
+                  for n in icount_note(a, ctx.target, runtime)]
         if cpus:
             notes.append(f"job i pinned to CPU i mod {cpus}")
         if cpus and max(a.jobs) > cpus:

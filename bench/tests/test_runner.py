@@ -312,8 +312,8 @@ def test_overhead_k2_adaptive_block_is_real_time() -> None:
 def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     """The overhead suite's VM runs a host thread per vCPU (2 jobs at once);
     with --traced the bed's choice (trace events patch kernel text); with
-    --icount one vCPU on an instruction-counting clock; the other suites
-    take the bed's choice."""
+    --icount one vCPU on an instruction-counting clock; the k2 suite with
+    --icount the bed's vCPUs on one; otherwise the bed's choice."""
     ov = get("overhead")
     assert ov.vm_config(parse(["run", "overhead", "--vm"])) == {"tcg_thread": "multi"}
     assert ov.vm_config(parse(["run", "overhead", "--vm", "--traced"])) == {}
@@ -322,6 +322,7 @@ def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     with pytest.raises(SystemExit):
         parse(["run", "overhead", "--vm", "--icount", "11"])
     assert get("k2").vm_config(parse(["run", "k2", "--vm"])) == {}
+    assert get("k2").vm_config(parse(["run", "k2", "--vm", "--icount", "3"])) == {"icount": 3}
 
 
 class LocalFake(FakeTarget):
@@ -340,6 +341,14 @@ def test_overhead_icount_only_in_the_vm() -> None:
     plan = get("overhead").plan(context(FakeTarget(nr_requests=256), argv))
     # 1 s (context()'s runtime) at 4 ns an instruction
     assert any("icount shift 2" in n and "2.5e+08" in n for n in plan.notes), plan.notes
+    # the k2 suite's the same way (the shared add_icount_argument/icount_note)
+    argv = ["run", "k2", "--device", "fake0", "--short", "--bounds", "1", "--ops", "randread",
+            "--occupancy", "asis", "--tag-pressure", "off", "--icount", "3"]
+    with pytest.raises(ValueError, match="--icount is for the VM"):
+        get("k2").plan(context(LocalFake(nr_requests=64), argv))
+    plan = get("k2").plan(context(FakeTarget(nr_requests=64), argv))
+    assert any("icount shift 3" in n and "1.25e+08" in n for n in plan.notes), plan.notes
+    assert plan.params["icount"] == 3
 
 
 def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:
