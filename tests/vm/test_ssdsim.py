@@ -15,7 +15,7 @@ import pytest
 
 from bench import fio
 
-from conftest import Guest, ssdsim
+from conftest import Guest, ssdsim, ssdsim_loaded
 
 DEV = "ssdsim0"
 SYS = f"/sys/block/{DEV}/ssdsim"
@@ -26,28 +26,23 @@ FIO = f"--filename=/dev/{DEV} --direct=1 --ioengine=io_uring --randrepeat=0"
 Loader = Callable[..., None]
 
 
-def loaded(g: Guest) -> bool:
-    return any(line.split()[0] == "ssdsim"
-               for line in g.sh("cat /proc/modules").splitlines() if line.strip())
-
-
 @pytest.fixture
 def ssd(guest: Guest) -> Iterator[Loader]:
     """ssd(**params) loads ssdsim with those module parameters; the module
     is removed after the test, which must succeed with the disk idle."""
-    if loaded(guest):
+    if ssdsim_loaded(guest):
         guest.sh("rmmod ssdsim")
 
     def load(**params: object) -> None:
-        if loaded(guest):
+        if ssdsim_loaded(guest):
             guest.sh("rmmod ssdsim")
         args = " ".join(f"{k}={v}" for k, v in params.items())
         guest.sh(f"modprobe ssdsim {args} && test -b /dev/{DEV}")
 
     yield load
-    if not guest.dead and loaded(guest):
+    if not guest.dead and ssdsim_loaded(guest):
         guest.sh("rmmod ssdsim")
-        assert not loaded(guest)
+        assert not ssdsim_loaded(guest)
 
 
 def stat(g: Guest, name: str) -> int:
@@ -82,7 +77,7 @@ def test_bad_parameters_fail_cleanly(guest: Guest, ssd: Loader) -> None:
         assert "Invalid argument" in r.out, r.out
         log = guest.sh("dmesg")
         assert "ssdsim: " in log and why in log, f"{params}: {log}"
-        assert not loaded(guest)
+        assert not ssdsim_loaded(guest)
         assert guest.run(f"test -e /dev/{DEV}").rc != 0
     ssd()
     assert stat(guest, "dies") == 8
