@@ -282,12 +282,18 @@ def ssdsim_loaded(g: Guest) -> bool:
                if ln.strip())
 
 
+def load_ssdsim(guest: Guest, **params: object) -> None:
+    """ssdsim (ssdsim0) loaded afresh with these module parameters."""
+    if ssdsim_loaded(guest):
+        guest.sh("rmmod ssdsim")
+    args = " ".join(f"{k}={v}" for k, v in params.items())
+    guest.sh(f"modprobe ssdsim {args} && test -b /dev/ssdsim0")
+
+
 @contextmanager
 def ssdsim(guest: Guest, time_scale: int) -> Iterator[str]:
     """ssdsim0 at @time_scale, removed afterwards."""
-    if ssdsim_loaded(guest):
-        guest.sh("rmmod ssdsim")
-    guest.sh(f"modprobe ssdsim time_scale={time_scale} && test -b /dev/ssdsim0")
+    load_ssdsim(guest, time_scale=time_scale)
     try:
         yield "ssdsim0"
     finally:

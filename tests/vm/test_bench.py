@@ -14,7 +14,7 @@ import pytest
 from bench.cli import parse
 from bench.session import run_suite
 from bench.target import VMTarget
-from adaptive_target import SWEEP, gap_for_target
+from adaptive_target import ADAPTIVE_TIME_SCALE, SWEEP, gap_for_target
 from conftest import Guest, ssdsim
 
 
@@ -81,12 +81,9 @@ def test_k2_suite_report_shows_tail_latency_falling_with_bound(
     assert re.search(r"\| none \| [\d.]+ \| 1× \|", text)
 
 
-# The adaptive bound against `bench select`: ssdsim faster than TIME_SCALE,
-# so that a run holds thousands of real-time reads (bound 1: 10-13 ms p99.9,
-# none 125-184 ms, measured on all three kernels), and the adaptive run
-# longer than the sweep's, so that its p99.9 is about the 4th largest of its
-# reads, not the largest.
-ADAPTIVE_TIME_SCALE = 50
+# The adaptive bound against `bench select`: ssdsim faster than TIME_SCALE
+# (ADAPTIVE_TIME_SCALE), and the adaptive run longer than the sweep's, so
+# that its p99.9 is about the 4th largest of its reads, not the largest.
 
 
 @pytest.mark.timing

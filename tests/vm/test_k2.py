@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import fio
+from adaptive_target import ADAPTIVE_TIME_SCALE
 from conftest import Guest, ssdsim, timer_disk
 from tracing import reset_keeps_depth
 
@@ -332,13 +333,6 @@ def test_rt_keeps_tags_under_best_effort_flood(k2: Guest) -> None:
     assert p99["flood, rt_tags=0"] >= 3 * p99["light"]
 
 
-# ssdsim for the adaptive test: its dies queue requests as the throttled
-# drive does, on the guest's clock, so that the test can run on an
-# instruction-counting one (icount_guest).  At this scale bound 1's RT
-# p99.9 is 6-8 ms and 32's 48-62 ms (test_bench's sweeps, all three kernels).
-ADAPT_TIME_SCALE = 50
-
-
 @pytest.mark.timing
 def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Guest) -> None:
     """target_latency_us: the seed's set-up (RT_LATENCY_JOBS) on ssdsim,
@@ -370,7 +364,9 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
     if "k2-iosched" not in g.vm.modules or "ssdsim" not in g.vm.modules:
         pytest.skip("needs k2-iosched and ssdsim built for this kernel")
     g.load("k2-iosched")
-    with ssdsim(g, ADAPT_TIME_SCALE) as dev:
+    # ssdsim's dies queue requests as the throttled drive does, on the
+    # guest's clock
+    with ssdsim(g, ADAPTIVE_TIME_SCALE) as dev:
         _adaptive_bound(g, dev)
         g.select(dev, "none")
 

@@ -8,6 +8,7 @@ latency follows the parameters.  Medians, not means: under TCG on a shared
 host the tail is the host's, not the device's."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from bench import fio
 
-from conftest import Guest, ssdsim, ssdsim_loaded
+from conftest import Guest, load_ssdsim, ssdsim, ssdsim_loaded
 
 DEV = "ssdsim0"
 SYS = f"/sys/block/{DEV}/ssdsim"
@@ -32,14 +33,7 @@ def ssd(guest: Guest) -> Iterator[Loader]:
     is removed after the test, which must succeed with the disk idle."""
     if ssdsim_loaded(guest):
         guest.sh("rmmod ssdsim")
-
-    def load(**params: object) -> None:
-        if ssdsim_loaded(guest):
-            guest.sh("rmmod ssdsim")
-        args = " ".join(f"{k}={v}" for k, v in params.items())
-        guest.sh(f"modprobe ssdsim {args} && test -b /dev/{DEV}")
-
-    yield load
+    yield functools.partial(load_ssdsim, guest)
     if not guest.dead and ssdsim_loaded(guest):
         guest.sh("rmmod ssdsim")
         assert not ssdsim_loaded(guest)
