@@ -277,6 +277,14 @@ rmdir $s/namespaces/1 $s
 """, timeout=120)
 
 
+def need_modules(g: Guest, *names: str) -> None:
+    """Skip the test unless the project's modules @names were built for
+    the guest's kernel."""
+    missing = [n for n in names if n not in g.vm.modules]
+    if missing:
+        pytest.skip(f"needs {' and '.join(missing)} built for this kernel")
+
+
 def ssdsim_loaded(g: Guest) -> bool:
     return any(ln.split()[0] == "ssdsim" for ln in g.sh("cat /proc/modules").splitlines()
                if ln.strip())

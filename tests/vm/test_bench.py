@@ -15,7 +15,7 @@ from bench.cli import parse
 from bench.session import run_suite
 from bench.target import VMTarget
 from adaptive_target import ADAPTIVE_TIME_SCALE, SWEEP, gap_for_target
-from conftest import Guest, ssdsim
+from conftest import Guest, need_modules, ssdsim
 
 
 # ssdsim slower than its default (20): the device's latencies then stand
@@ -43,8 +43,7 @@ def bench_device(guest: Guest) -> Iterator[str]:
 @pytest.mark.userspace
 def test_k2_suite_report_shows_tail_latency_falling_with_bound(
         guest: Guest, bench_device: str, tmp_path: Path) -> None:
-    if "k2-iosched" not in guest.vm.modules:
-        pytest.skip("k2-iosched is not built for this kernel")
+    need_modules(guest, "k2-iosched")
     t = VMTarget(guest.vm)
     dev = bench_device
     before = guest.scheduler(dev)
@@ -147,8 +146,7 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     from bench.suites.k2 import collect, collect_adaptive, points, select
 
     guest = icount_guest
-    if "k2-iosched" not in guest.vm.modules or "ssdsim" not in guest.vm.modules:
-        pytest.skip("needs k2-iosched and ssdsim built for this kernel")
+    need_modules(guest, "k2-iosched", "ssdsim")
     t = VMTarget(guest.vm)
     common = ["--ops", "randread", "--occupancy", "asis", "--reps", "1",
               "--tag-pressure", "off"]

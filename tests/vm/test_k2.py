@@ -11,7 +11,7 @@ import pytest
 
 from bench import fio
 from adaptive_target import ADAPTIVE_TIME_SCALE
-from conftest import Guest, ssdsim, timer_disk
+from conftest import Guest, need_modules, ssdsim, timer_disk
 from tracing import reset_keeps_depth
 
 FAST = "nvme0n1"
@@ -361,8 +361,7 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
     an idle spell, which the end of the test covers; the run from bound 1
     asserts that it had none."""
     g = icount_guest
-    if "k2-iosched" not in g.vm.modules or "ssdsim" not in g.vm.modules:
-        pytest.skip("needs k2-iosched and ssdsim built for this kernel")
+    need_modules(g, "k2-iosched", "ssdsim")
     g.load("k2-iosched")
     # ssdsim's dies queue requests as the throttled drive does, on the
     # guest's clock

@@ -18,7 +18,7 @@ from bench import results as resmod
 from bench.cli import parse
 from bench.session import run_suite
 from bench.target import Target, VMTarget
-from conftest import ROOT, Guest
+from conftest import ROOT, Guest, need_modules
 
 sys.path.insert(0, str(ROOT / "kyber-tune"))
 from kybertune import auto, grid  # noqa: E402
@@ -39,8 +39,7 @@ def ssdsim(guest: Guest) -> Iterator[str]:
     page is programmed: with its DRAM buffer, writes complete at once and
     Kyber cannot see or hold back what keeps the dies busy), kyber
     offered; removed afterwards."""
-    if "ssdsim" not in guest.vm.modules:
-        pytest.skip("ssdsim is not built for this kernel")
+    need_modules(guest, "ssdsim")
     guest.sh("! grep -q '^ssdsim ' /proc/modules || rmmod ssdsim; "
              f"modprobe ssdsim time_scale={TIME_SCALE} write_buffer_kb=0 && modprobe kyber-iosched && "
              "test -b /dev/ssdsim0")

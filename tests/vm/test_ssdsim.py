@@ -16,7 +16,7 @@ import pytest
 
 from bench import fio
 
-from conftest import Guest, load_ssdsim, ssdsim, ssdsim_loaded
+from conftest import Guest, load_ssdsim, need_modules, ssdsim, ssdsim_loaded
 
 DEV = "ssdsim0"
 SYS = f"/sys/block/{DEV}/ssdsim"
@@ -208,8 +208,7 @@ def test_iops_grows_with_depth_up_to_dies(icount_guest: Guest) -> None:
     2160 IOPS in the best of three runs and 64 at 2823, the device's rate
     (the guest starved at 32, not the device)."""
     guest = icount_guest
-    if "ssdsim" not in guest.vm.modules:
-        pytest.skip("needs ssdsim built for this kernel")
+    need_modules(guest, "ssdsim")
     with ssdsim(guest, 40):
         _iops_by_depth(guest)
 
