@@ -116,11 +116,15 @@ class Guest:
         return self.vm.check(script, timeout)
 
     def fio(self, args: str, timeout: float = 300, ok: bool = True) -> dict[str, Any]:
-        """Run fio (arguments as on its command line) and return its JSON."""
-        r = self.vm.run(f"fio --output-format=json --output=/tmp/fio.json {args}", timeout)
-        text = self.vm.read_file("/tmp/fio.json").decode(errors="replace")
+        """Run fio (arguments as on its command line) and return its JSON.
+        One command, which prints the JSON after fio's own output: a second
+        to read the file cost the debug kernel's VM 0.7 s a run."""
+        mark = "=== /tmp/fio.json ==="
+        r = self.vm.run(f"rm -f /tmp/fio.json; fio --output-format=json --output=/tmp/fio.json "
+                        f"{args}\nrc=$?\necho; echo '{mark}'; cat /tmp/fio.json; exit $rc", timeout)
+        out, _, text = r.out.rpartition(f"\n{mark}\n")
         if ok and r.rc != 0:
-            raise AssertionError(f"fio {args} failed (exit {r.rc}):\n{r.out}\n{text[-2000:]}")
+            raise AssertionError(f"fio {args} failed (exit {r.rc}):\n{out}\n{text[-2000:]}")
         return fio.parse(text)
 
     def scheduler(self, dev: str) -> str:
@@ -152,15 +156,23 @@ class Guest:
     def assert_idle(self, dev: str) -> None:
         """Nothing in flight or queued: the block layer's counts and, where
         the scheduler has them, its own (debugfs sched/inflight,
-        sched/queued)."""
-        self.sh("sleep 0.5")
-        assert self.sh(f"cat /sys/block/{dev}/inflight").split() == ["0", "0"]
+        sched/queued).  One command (each is 0.7 s on the debug kernel)."""
         dbg = self.sched_dbg(dev)
-        for name in ("inflight", "queued"):
-            if self.run(f"[ -e {dbg}/{name} ]").rc == 0:
-                # a count, or one per queue ("rt0 0" ... "be 0": K2's queued)
-                text = self.sh(f"cat {dbg}/{name}")
-                assert all(ln.split()[-1] == "0" for ln in text.splitlines()), (name, text)
+        out = self.sh(f"""
+sleep 0.5
+echo "block $(cat /sys/block/{dev}/inflight)"
+for f in inflight queued; do
+	[ -e {dbg}/$f ] || continue
+	echo "== $f"
+	cat {dbg}/$f
+done""")
+        block, *rest = out.split("\n== ")
+        assert block.split() == ["block", "0", "0"], out
+        for part in rest:
+            name, _, text = part.partition("\n")
+            # a count, or one per queue ("rt0 0" ... "be 0": K2's queued)
+            assert all(ln.split()[-1] == "0" for ln in text.splitlines() if ln.strip()), \
+                (name, text)
 
     def set_attr(self, dev: str, name: str, value: object) -> None:
         self.sh(f"echo {value} > /sys/block/{dev}/queue/iosched/{name}")

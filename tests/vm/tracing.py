@@ -36,7 +36,7 @@ echo 0 > {T}/events/{system}/enable
 exit $rc
 """, timeout=timeout)
     assert r.rc == 0, r.out
-    return g.vm.read_file(f"{T}/trace").decode(errors="replace")
+    return g.vm.read_file(f"{T}/trace", compress=True).decode(errors="replace")
 
 
 def lttng_built(g: Guest, system: str) -> bool:
@@ -67,7 +67,7 @@ lttng destroy >/dev/null || exit 10
 cd /tmp && tar -cf /tmp/lttng-trace.tar lttng-trace
 """, timeout=timeout)
     assert r.rc == 0, r.out
-    with tarfile.open(fileobj=io.BytesIO(g.vm.read_file("/tmp/lttng-trace.tar"))) as tf:
+    with tarfile.open(fileobj=io.BytesIO(g.vm.read_file("/tmp/lttng-trace.tar", compress=True))) as tf:
         tf.extractall(out)  # noqa: S202 (our own VM's trace)
     return out / "lttng-trace"
 
