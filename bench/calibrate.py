@@ -162,7 +162,7 @@ def write_tunables(target: Target, dev: str, elevator: str,
     devmod.set_scheduler(target, dev, elevator)
     for k, v in values.items():
         devmod.set_tunable(target, dev, k, v)
-    return {k: devmod.read_attr(target, dev, k) for k in values}
+    return devmod.read_attrs(target, dev, values)
 
 
 def print_back(dev: str, elevator: str, back: Mapping[str, str], out: TextIO) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -377,6 +378,19 @@ def read_tunables(target: Target, name: str) -> dict[str, str]:
 def read_attr(target: Target, name: str, attr: str) -> str:
     return target.check(f"cat {iosched_dir(name)}/{q(attr)}",
                         what=f"reading {attr} of /dev/{name}").strip()
+
+
+def read_attrs(target: Target, name: str, attrs: Iterable[str]) -> dict[str, str]:
+    """Several of the current scheduler's attributes, read in one command
+    (each command is a round trip to the target: about 1 s on the debug
+    kernel's VM, an SSH connection's on a test box)."""
+    attrs = list(attrs)
+    d = iosched_dir(name)
+    r = target.check(f"cd {d} && for f in {' '.join(q(a) for a in attrs)}; do "
+                     "v=$(cat \"$f\") || exit 1; printf '%s=%s\\n' \"$f\" \"$v\"; done",
+                     what=f"reading {', '.join(attrs)} of /dev/{name}")
+    got = dict(line.partition("=")[::2] for line in r.splitlines() if "=" in line)
+    return {a: got[a].strip() for a in attrs}
 
 
 def set_tunable(target: Target, name: str, attr: str, value: object) -> str:

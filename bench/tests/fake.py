@@ -150,6 +150,9 @@ class FakeTarget(Target):
             else:
                 err = "sh: write error: Invalid argument\n"
             return Result(0, err + "\n" + self.run(f"cat {q}/scheduler").out)
+        m = re.fullmatch(rf"cd {q}/iosched && for f in ([\w ]+); do v=.*; done", s)
+        if m:                                   # device.read_attrs()
+            return Result(0, "".join(f"{k}={self.values[k]}\n" for k in m.group(1).split()))
         if s.startswith(f"cd {q}/iosched"):
             return Result(0, "".join(f"644 {k}={v}\n" for k, v in self.values.items()))
         m = re.fullmatch(rf"\[ -e {q}/iosched/(\w+) \] \|\| exit 100; echo (\S+) > "
