@@ -36,6 +36,15 @@ class Cap:
     v2: bool
 
 
+def parse_fraction(raw: str) -> float:
+    """CPUCAP_FRACTION's value: a number in (0, 1], or 0 for off;
+    ValueError otherwise."""
+    fraction = float(raw)
+    if fraction != 0 and not 0 < fraction <= 1:
+        raise ValueError(f"fraction {fraction}: not in (0, 1]")
+    return fraction
+
+
 def quota_us(cpus: int, fraction: float, period_us: int) -> int:
     """The CFS quota per period for fraction of cpus (at least 1 ms, the
     kernel's minimum)."""

@@ -34,6 +34,15 @@ def test_quota_is_the_fraction_of_all_cpus_in_a_period() -> None:
             cpucap.quota_us(2, bad, 10_000)
 
 
+def test_fraction_is_a_share_or_zero_for_off() -> None:
+    assert cpucap.parse_fraction("0.95") == 0.95
+    assert cpucap.parse_fraction("1") == 1.0
+    assert cpucap.parse_fraction("0") == 0.0
+    for bad in ("", "x", "-0.5", "1.5", "nan", "inf"):
+        with pytest.raises(ValueError):
+            cpucap.parse_fraction(bad)
+
+
 def test_v1_cpu_controller_under_own_cgroup(tmp_path: Path) -> None:
     cap = cpucap.find(MOUNTINFO_V1, CGROUP_V1, tmp_path)
     assert cap == cpucap.Cap(tmp_path / "sys/fs/cgroup/cpu/ci/job" / cpucap.GROUP, v2=False)
