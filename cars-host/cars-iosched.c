@@ -60,7 +60,9 @@
  * A flow is an I/O context's io_cq (icq_size), found by prepare_request
  * (without the queue lock: iosched_icq_find_get()) or created there,
  * which takes a reference on the io_context that finish_request drops:
- * the flow lives while any of its requests does.  Requests without one
+ * the flow lives while any of its requests does.  prepare_request waits
+ * for init_icq to have set ready (iosched_icq_wait_ready(): another task
+ * of the context can find an io_cq init_icq has not set up yet).  Requests without one
  * share cd->anon.  A flow with queued requests is on cd->rr, in
  * round-robin order: a flow served goes to its tail.  A pick looks at the
  * oldest @lookahead requests of each flow, CARS_SCAN in all.
@@ -137,6 +139,7 @@ struct cars_flow {
 struct cars_icq {
 	struct io_cq icq;		/* first: the core's part */
 	struct cars_flow flow;
+	bool ready;			/* flow set up: iosched_icq_wait_ready() */
 };
 
 /* Counters kept under cd->lock; debugfs "counters". */
@@ -526,7 +529,11 @@ static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
 
 static void cars_prepare_request(struct request *rq)
 {
-	rq->elv.icq = iosched_icq_find_get(rq->q);
+	struct io_cq *icq = iosched_icq_find_get(rq->q);
+
+	if (icq)
+		iosched_icq_wait_ready(rq->q, &container_of(icq, struct cars_icq, icq)->ready);
+	rq->elv.icq = icq;
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
 }
@@ -662,6 +669,8 @@ static void cars_init_icq(struct io_cq *icq)
 	struct cars_icq *ci = container_of(icq, struct cars_icq, icq);
 
 	cars_flow_init(&ci->flow, current->pid);
+	/* pairs with iosched_icq_wait_ready()'s acquire: flow before ready */
+	smp_store_release(&ci->ready, true);
 }
 
 static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)

@@ -7,6 +7,7 @@
 #ifndef _IOSCHED_ICQ_H
 #define _IOSCHED_ICQ_H
 
+#include <asm/barrier.h>
 #include <linux/iocontext.h>
 #include <linux/rcupdate.h>
 #include <linux/radix-tree.h>
@@ -44,6 +45,31 @@ static inline struct io_cq *iosched_icq_lookup(struct request_queue *q)
 	}
 	rcu_read_unlock();
 	return icq;
+}
+
+/*
+ * ioc_create_icq() makes a new io_cq findable (radix_tree_insert()) before
+ * it calls the elevator's init_icq(), both under q->queue_lock, which the
+ * lookup above does not take (nor does 7.3's own ioc_lookup_icq()): a
+ * second task of the same io_context, such as an io_uring worker beside
+ * its submitter (CLONE_IO), can find the io_cq with the elevator's part
+ * still zeroed (7.3, flashfq, the switching storm: list_add corruption,
+ * prev NULL, in insert_requests from an iou-wrk thread).  So an elevator's
+ * init_icq() ends by setting a ready flag with smp_store_release(), and
+ * the issue path, having found an io_cq, calls this with that flag before
+ * it touches the elevator's part: while the flag is not set, init_icq()
+ * is under way in the creator, which holds q->queue_lock until it is done.
+ */
+static inline void iosched_icq_wait_ready(struct request_queue *q, const bool *ready)
+{
+	unsigned long flags;
+
+	/* pairs with init_icq()'s release: its part is set up before ready */
+	if (likely(smp_load_acquire(ready)))
+		return;
+	spin_lock_irqsave(&q->queue_lock, flags);
+	WARN_ON_ONCE(!READ_ONCE(*ready));
+	spin_unlock_irqrestore(&q->queue_lock, flags);
 }
 
 /*

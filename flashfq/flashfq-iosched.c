@@ -69,12 +69,15 @@
  * A task's state is in its io_cq (icq_size), found (without the queue
  * lock: iosched_icq_find_get()) or created in prepare_request, which
  * takes a reference on the io_context that finish_request drops;
- * bio_merge looks it up the same way.  Requests without one (allocation
- * failure) share fd->anon.  The io_context, and so the io_cq, lives while
- * any of its requests does.  exit_icq (the last task using the context
- * exited, or the elevator is being switched) ends any anticipation; the
- * task stays in the heaps while requests of it are outstanding and leaves
- * them when the last one is freed, before the reference is dropped.
+ * bio_merge looks it up the same way.  Both wait, before touching tq,
+ * for init_icq to have set ready (iosched_icq_wait_ready(): another task
+ * of the context can find an io_cq init_icq has not set up yet).
+ * Requests without one (allocation failure) share fd->anon.  The
+ * io_context, and so the io_cq, lives while any of its requests does.
+ * exit_icq (the last task using the context exited, or the elevator is
+ * being switched) ends any anticipation; the task stays in the heaps while
+ * requests of it are outstanding and leaves them when the last one is
+ * freed, before the reference is dropped.
  *
  * In-flight accounting
  * --------------------
@@ -179,6 +182,7 @@ struct ffq_tq {
 struct ffq_icq {
 	struct io_cq icq;		/* first: the core's part */
 	struct ffq_tq tq;
+	bool ready;			/* tq set up: iosched_icq_wait_ready() */
 };
 
 /* Counters kept under fd->lock; debugfs "counters". */
@@ -711,7 +715,11 @@ static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 /* Called when a request is allocated, before any other callback. */
 static void ffq_prepare_request(struct request *rq)
 {
-	rq->elv.icq = iosched_icq_find_get(rq->q);
+	struct io_cq *icq = iosched_icq_find_get(rq->q);
+
+	if (icq)
+		iosched_icq_wait_ready(rq->q, &container_of(icq, struct ffq_icq, icq)->ready);
+	rq->elv.icq = icq;
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
 }
@@ -995,6 +1003,8 @@ static bool ffq_bio_merge(struct request_queue *q, struct bio *bio,
 		return false;
 
 	icq = iosched_icq_lookup(q);
+	if (icq)
+		iosched_icq_wait_ready(q, &container_of(icq, struct ffq_icq, icq)->ready);
 	spin_lock_irq(&fd->lock);
 	fd->bio_icq = icq;
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
@@ -1012,6 +1022,8 @@ static void ffq_init_icq(struct io_cq *icq)
 	struct ffq_icq *fi = container_of(icq, struct ffq_icq, icq);
 
 	ffq_tq_init(&fi->tq, current->pid);
+	/* pairs with iosched_icq_wait_ready()'s acquire: tq before ready */
+	smp_store_release(&fi->ready, true);
 }
 
 /*
