@@ -29,6 +29,13 @@ def k2(guest: Guest) -> Iterator[Guest]:
 SAMPLES = 100
 
 
+def _saturating_reads(dev: str) -> str:
+    """fio's arguments for job "sat": two jobs of 4 KiB random reads at
+    iodepth 32 on /dev/@dev, more than any bound the tests set."""
+    return (f"--name=sat --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
+            "--rw=randread --bs=4k --iodepth=32 --numjobs=2 --group_reporting")
+
+
 def test_bound_never_exceeded_and_reached(k2: Guest) -> None:
     """With max_inflight=4 under a saturating load, K2's count and the block
     layer's count of requests in the driver never exceed 4, reach it, and
@@ -37,8 +44,7 @@ def test_bound_never_exceeded_and_reached(k2: Guest) -> None:
     dev = g.throttled
     g.select(dev, "k2")
     g.set_attr(dev, "max_inflight", 4)
-    script_args = (f"--name=sat --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
-                   "--rw=randread --bs=4k --iodepth=32 --numjobs=2 --group_reporting")
+    script_args = _saturating_reads(dev)
     # 100 samples, however long they take: 3 s here, 110 s on the debug
     # kernel beside the VM tiers; a time-based run got 39 in 4 s on CI's
     # 7.3 beside the debug tier.  fio runs until they are in.
@@ -174,8 +180,7 @@ def test_lowering_bound_takes_effect(k2: Guest) -> None:
     with timer_disk(g, LOWER_NS) as dev:
         g.select(dev, "k2")
         g.set_attr(dev, "max_inflight", 32)
-        args = (f"--name=sat --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
-                "--rw=randread --bs=4k --iodepth=32 --numjobs=2 --group_reporting")
+        args = _saturating_reads(dev)
         # wait for the load to fill the device, for as long as fio runs
         # (the debug kernel's fio took over 2 s to start once); fio's
         # runtime counts from its first I/O, so 5 s of it are left after

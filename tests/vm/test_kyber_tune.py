@@ -18,7 +18,7 @@ from bench import results as resmod
 from bench.cli import parse
 from bench.session import run_suite
 from bench.target import Target, VMTarget
-from conftest import ROOT, Guest, need_modules
+from conftest import ROOT, Guest, load_ssdsim, need_modules
 
 sys.path.insert(0, str(ROOT / "kyber-tune"))
 from kybertune import auto, grid  # noqa: E402
@@ -40,9 +40,8 @@ def ssdsim(guest: Guest) -> Iterator[str]:
     Kyber cannot see or hold back what keeps the dies busy), kyber
     offered; removed afterwards."""
     need_modules(guest, "ssdsim")
-    guest.sh("! grep -q '^ssdsim ' /proc/modules || rmmod ssdsim; "
-             f"modprobe ssdsim time_scale={TIME_SCALE} write_buffer_kb=0 && modprobe kyber-iosched && "
-             "test -b /dev/ssdsim0")
+    load_ssdsim(guest, time_scale=TIME_SCALE, write_buffer_kb=0)
+    guest.load("kyber-iosched")
     yield "ssdsim0"
     if not guest.dead:
         guest.sh("echo none > /sys/block/ssdsim0/queue/scheduler; rmmod ssdsim")
