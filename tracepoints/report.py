@@ -396,6 +396,14 @@ def adjustments(trace: Trace, system: str = "k2") -> list[Adjust]:
     return out
 
 
+def adjust_history(trace: Trace, system: str = "k2") -> str:
+    """The adaptive bound's decisions in one line, each as "seconds from
+    @system's first event: old->new estimate reason" ("" without any)."""
+    t0 = _span(trace, system)[0]
+    return "; ".join(f"{(a.ts_ns - t0) / 1e9:.1f} s: {a.old}->{a.new} {a.est_us / 1000:.1f} ms "
+                     f"{a.reason}" for a in adjustments(trace, system))
+
+
 def _rt(bd: Breakdown) -> list[Request]:
     return sorted((r for r in bd.requests if 0 <= r.queue < 8), key=lambda r: r.complete_ns)
 

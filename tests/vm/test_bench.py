@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import parse
+from bench.results import Results
 from bench.session import run_suite
 from bench.target import VMTarget
 from adaptive_target import ADAPTIVE_TIME_SCALE, SWEEP, gap_for_target
@@ -148,6 +149,7 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     guest = icount_guest
     need_modules(guest, "k2-iosched", "ssdsim")
     t = VMTarget(guest.vm)
+    ramp = 4  # s, the adaptive run's
     common = ["--ops", "randread", "--occupancy", "asis", "--reps", "1",
               "--tag-pressure", "off"]
     with ssdsim(guest, ADAPTIVE_TIME_SCALE) as dev:
@@ -173,7 +175,7 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
 
         argv = ["run", "k2", "--device", dev, *common,
                 "--bounds", ",".join(map(str, sorted({pick, SWEEP[-1]}))),
-                "--targets-us", str(target), "--runtime", "24", "--ramp", "4", "--seed", "2",
+                "--targets-us", str(target), "--runtime", "24", "--ramp", str(ramp), "--seed", "2",
                 "--out", str(tmp_path / "adaptive")]
         run_suite(t, parse(argv), command=argv)
         res = load(tmp_path / "adaptive")
@@ -189,6 +191,9 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
                 f"ms over {ad['rt_ios']:.0f} reads, {ad['bw_kib'] / 1024:.2f} MiB/s; "
                 f"bound {pick}: {chosen.p999_us / 1000:.1f} ms, {chosen.bw_kib / 1024:.2f} MiB/s; "
                 f"none: {unbound.p999_us / 1000:.1f} ms")
+    print(said[-1])
+    said.append(f"the controller's decisions (k2_adjust; seconds from the run's start, whose "
+                f"first {ramp} are fio's ramp): " + _decisions(res))
     print(said[-1])
     # The target is the block layer's (K2 measures from a request's
     # allocation to its completion), and so is the check: the RT reads'
@@ -210,3 +215,14 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     assert ad["k2_p999_us"] <= 1.2 * target, "\n".join(said)
     assert ad["p999_us"] < unbound.p999_us, "\n".join(said)
     assert ad["bw_kib"] > chosen.bw_kib, "\n".join(said)
+
+
+def _decisions(res: Results) -> str:
+    """The adaptive run's k2_adjust decisions in one line, from its kept
+    trace."""
+    from bench.suites.k2 import kept_trace
+    from tracepoints import report as tr
+
+    run = next(r for r in res.runs if "target_us" in r.labels)
+    f = kept_trace(res, run)
+    return tr.adjust_history(tr.read_trace(f, "k2")) if f else "(no trace kept)"

@@ -107,6 +107,12 @@ def test_adaptive_bound_report(tmp_path: Path) -> None:
     adj_events = report.adjustments(trace)
     assert [(a.old, a.new, a.reason) for a in adj_events] == [
         (32, 1, "return"), (1, 2, "up_fast"), (2, 1, "down"), (1, 1, "hold")]
+    # in one line, from the first k2 event
+    t0 = min(e.ts_ns for e in trace.events if e.name.startswith("k2_"))
+    assert report.adjust_history(trace) == "; ".join(
+        f"{(5.56e9 + 1e7 * i - t0) / 1e9:.1f} s: {d}" for i, d in enumerate((
+            "32->1 0.0 ms return", "1->2 0.9 ms up_fast", "2->1 4.0 ms down",
+            "1->1 2.5 ms hold")))
     bd = report.breakdown(trace, "k2")
     md = report.adaptive_markdown(trace, bd)
     assert "Decisions: 4 (hold 1, down 1, up_fast 1, return 1)" in md
@@ -116,6 +122,7 @@ def test_adaptive_bound_report(tmp_path: Path) -> None:
     # without the events, nothing
     plain = report.read_trace(DATA, "k2")
     assert report.adaptive_markdown(plain, bd) == ""
+    assert report.adjust_history(plain) == ""
     assert report.adaptive_plot(plain, bd, tmp_path / "none") == []
 
 
