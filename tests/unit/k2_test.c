@@ -1117,6 +1117,7 @@ struct sim_run {
 	bool programs;		/* sim_latency_programs() */
 	bool rare;		/* sim_latency_rare() */
 	bool fixed;		/* sim_latency_fixed() */
+	bool tail;		/* sim_latency_tail() */
 	unsigned int stall;	/* every stall-th window: one sample at 4x */
 	unsigned int windows;	/* windows so far */
 };
@@ -1166,6 +1167,29 @@ static u64 sim_latency_fixed(u32 bound)
 	return top * (850 + sim_rand() % 151) / 1000;
 }
 
+/*
+ * An exponential tail on a fixed part (ssdsim's random reads at
+ * time_scale 50 beside three best-effort readers, in the k2 suite's
+ * adaptive run: at bound 21, p90 18.9 ms, p99 29.7, p99.9 44.1, the tail
+ * growing by about as much per decade of probability): a quarter of
+ * TARGET_US plus an exponential delay of mean TARGET_US * bound / 110
+ * (geometric, in steps of 1 us), so that the 99.9th percentile, the fixed
+ * part and 6.9 means, meets the target up to bound 11, where the largest
+ * of a window's 100-200 samples (about 5 means) is at 3/4 of it.  Unlike
+ * the plants above, whose noise is bounded, such a window's largest
+ * sample is about its 99.5th percentile, well below the 99.9th.
+ */
+static u64 sim_latency_tail(u32 bound)
+{
+	/* each microsecond ends the delay with probability 1 / mean */
+	u32 p = 1000000U * 110 / (TARGET_US * bound);
+	u64 us = TARGET_US / 4;
+
+	while (sim_rand() % 1000000 >= p)
+		us++;
+	return us;
+}
+
 /* One sample of @r's plant at @bound (not a host stall). */
 static u64 sim_sample(const struct sim_run *r, u32 bound,
 		      unsigned int load_pct)
@@ -1173,6 +1197,7 @@ static u64 sim_sample(const struct sim_run *r, u32 bound,
 	return r->programs ? sim_latency_programs(bound) :
 	       r->rare ? sim_latency_rare(bound) :
 	       r->fixed ? sim_latency_fixed(bound) :
+	       r->tail ? sim_latency_tail(bound) :
 	       sim_latency(bound, load_pct);
 }
 
@@ -1537,6 +1562,40 @@ TEST(adapt_climbs_fast_where_a_fixed_part_dominates)
 	CHECK(2 * sum >= best * 200);
 }
 
+/*
+ * An exponential tail (sim_latency_tail()): over 200 settled windows the
+ * 99.9th percentile of all their samples is within 20 % of the target,
+ * and the bound is at least half the best fixed bound on average.  The
+ * controller, judging the largest of about 150 samples, settles above
+ * the best bound: a mean of 11.5-12.8 against 10-11 with eight seeds, the
+ * 99.9th percentile at 1.01-1.12 of the target (a histogram bucket is an
+ * eighth wide).  A run of 16 windows after 4 (as the k2 suite's 24 s run
+ * on ssdsim) ended above 1.2 of it with 20 seeds of 200, 5 of 200 with 32
+ * windows: test_bench.py's adaptive test failed so once in a make check
+ * here (1.23).
+ */
+TEST(adapt_meets_the_target_under_an_exponential_tail)
+{
+	struct sim_run r = { .bound = 1, .tail = true, .fifth = true };
+	u32 all[K2_LAT_BUCKETS] = { 0 }, at[65] = { 0 }, best;
+	u64 total = 0, sum = 0, p;
+	unsigned int b;
+
+	sim_state = 88172645463325252ULL;
+	best = sim_best_bound(&r, 100, 64);
+	sim_settle(&r, 100, 20, at, all, &total);
+	for (b = 1; b <= 64; b++)
+		sum += b * at[b];
+	p = k2_lat_percentile(all, total, 999);
+	printf("adapt: exponential tail: best fixed bound %u (p99.9 %llu us; "
+	       "next %llu); mean bound %.1f; p99.9 %llu us for a target of %u us\n",
+	       best, (unsigned long long)sim_p999(&r, best, 100),
+	       (unsigned long long)sim_p999(&r, best + 1, 100), sum / 200.0,
+	       (unsigned long long)p, TARGET_US);
+	CHECK(p * 10 <= TARGET_US * 12);
+	CHECK(2 * sum >= best * 200);
+}
+
 UNIT_MAIN(
 	UNIT(rt_levels_map_to_their_own_queue),
 	UNIT(rt_levels_0_and_7_differ_public_k2_bug),
@@ -1581,5 +1640,6 @@ UNIT_MAIN(
 	UNIT(adapt_climbs_where_a_doubling_buys_a_fifth),
 	UNIT(adapt_cuts_deeper_when_falls_repeat),
 	UNIT(adapt_seldom_probes_a_bound_whose_misses_are_rare),
-	UNIT(adapt_climbs_fast_where_a_fixed_part_dominates)
+	UNIT(adapt_climbs_fast_where_a_fixed_part_dominates),
+	UNIT(adapt_meets_the_target_under_an_exponential_tail)
 )
