@@ -774,7 +774,7 @@ static void k2_adapt_tick(struct k2_data *kd, unsigned int target)
 	a->win_start = now;
 	a->next_check = j;
 	total = k2_lat_fold(a->acc, a->win);
-	est = k2_lat_percentile(a->acc, total, K2_ADAPT_PERMILLE);
+	est = k2_lat_tail(a->acc, total);
 	a->est_us = est;
 	max = READ_ONCE(kd->max_inflight);
 	why = k2_adapt_decide(a->bound, max, est, total, target,

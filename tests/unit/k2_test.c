@@ -551,6 +551,85 @@ TEST(latency_percentile_counts_from_the_top)
 		 k2_lat_bucket(700));
 }
 
+/* log2(@x) in double precision, without libm */
+static double log2_exact(u64 x)
+{
+	double m = x, y, y2, term, ln = 0;
+	int k = 0, i;
+
+	while (m >= 2) {
+		m /= 2;
+		k++;
+	}
+	/* ln(m) = 2 atanh((m - 1) / (m + 1)), m in [1, 2) */
+	y = (m - 1) / (m + 1);
+	y2 = y * y;
+	term = y;
+	for (i = 1; i < 40; i += 2) {
+		ln += term / i;
+		term *= y2;
+	}
+	return k + 2 * ln / 0.69314718055994531;
+}
+
+TEST(log2_q8_is_within_a_tenth)
+{
+	u64 x;
+
+	CHECK_EQ(k2_log2_q8(1), 0);
+	CHECK_EQ(k2_log2_q8(2), 256);
+	CHECK_EQ(k2_log2_q8(1024), 2560);
+	CHECK_EQ(k2_log2_q8(3), 384);	/* 1.5: log2(3) is 1.585 */
+	for (x = 1; x < 5000; x++) {
+		double lg = log2_exact(x);
+
+		CHECK(k2_log2_q8(x) <= lg * 256 + 0.5);
+		CHECK(k2_log2_q8(x) + 0.09 * 256 >= lg * 256);
+		CHECK(k2_log2_q8(x + 1) >= k2_log2_q8(x));
+	}
+}
+
+/*
+ * The adaptive estimate: the 99.9th percentile from 1000 samples up and
+ * below 20; in between, the largest sample plus half the growth of an
+ * exponential tail to the 99.9th percentile, m * ln(1000 / n) / 2, m the
+ * mean excess over the 90th percentile.
+ */
+TEST(latency_tail_extends_the_largest_of_few_samples)
+{
+	u32 hist[K2_LAT_BUCKETS] = { 0 };
+	u64 p90, top, m, want;
+	unsigned int i;
+
+	/* 15 samples: the largest */
+	hist[k2_lat_bucket(100)] = 14;
+	hist[k2_lat_bucket(700)] = 1;
+	CHECK_EQ(k2_lat_tail(hist, 15), k2_lat_percentile(hist, 15, 999));
+	/* 1000 samples: the 99.9th percentile */
+	hist[k2_lat_bucket(100)] = 998;
+	hist[k2_lat_bucket(1000)] = 1;
+	hist[k2_lat_bucket(10000)] = 1;
+	CHECK_EQ(k2_lat_tail(hist, 1000), k2_lat_percentile(hist, 1000, 999));
+	/* all alike: nothing above the 90th percentile, nothing added */
+	for (i = 0; i < K2_LAT_BUCKETS; i++)
+		hist[i] = 0;
+	hist[k2_lat_bucket(300)] = 125;
+	CHECK_EQ(k2_lat_tail(hist, 125), k2_lat_value(k2_lat_bucket(300)));
+	/* 125 samples: 100 at 200 us, 15 at 300, 10 at 400 */
+	hist[k2_lat_bucket(300)] = 15;
+	hist[k2_lat_bucket(200)] = 100;
+	hist[k2_lat_bucket(400)] = 10;
+	p90 = k2_lat_percentile(hist, 125, 900);
+	top = k2_lat_percentile(hist, 125, 999);
+	CHECK_EQ(k2_lat_bucket(p90), k2_lat_bucket(300));
+	CHECK_EQ(k2_lat_bucket(top), k2_lat_bucket(400));
+	m = top - p90;	/* only the 10 at 400 are above it */
+	/* ln(1000 / 125) = ln 8 = 2.079 */
+	want = top + m * 2.079 / 2;
+	CHECK(k2_lat_tail(hist, 125) + 3 >= want);
+	CHECK(k2_lat_tail(hist, 125) <= want + 3);
+}
+
 TEST(latency_fold_halves_the_past)
 {
 	u32 acc[K2_LAT_BUCKETS] = { 0 }, win[K2_LAT_BUCKETS] = { 0 };
@@ -1251,7 +1330,7 @@ static enum k2_adapt_reason sim_window(struct sim_run *r,
 	}
 	r->samples += i;
 	total = k2_lat_fold(r->acc, win);
-	est = k2_lat_percentile(r->acc, total, K2_ADAPT_PERMILLE);
+	est = k2_lat_tail(r->acc, total);
 	why = k2_adapt_decide(r->bound, max, est, total, TARGET_US,
 			      over >= K2_ADAPT_EARLY_OVER ? r->falls : 0, &next);
 	next = k2_adapt_lone(r->bound, over, why, next);
@@ -1563,23 +1642,58 @@ TEST(adapt_climbs_fast_where_a_fixed_part_dominates)
 }
 
 /*
+ * Under an exponential tail (sim_latency_tail()), the estimate of a
+ * window of 150 samples is nearer the true 99.9th percentile than their
+ * largest, on average over 400 windows, and not above it by more than
+ * its histogram bucket's width (an eighth: the true value is a bucket's
+ * middle too).
+ */
+TEST(latency_tail_nears_the_99_9th_percentile_of_an_exponential_tail)
+{
+	struct sim_run r = { .tail = true };
+	u64 truth, sum_top = 0, sum_est = 0;
+	unsigned int w, i;
+
+	sim_state = 88172645463325252ULL;
+	truth = sim_p999(&r, 11, 100);
+	for (w = 0; w < 400; w++) {
+		u32 hist[K2_LAT_BUCKETS] = { 0 };
+
+		for (i = 0; i < 150; i++)
+			hist[k2_lat_bucket(sim_sample(&r, 11, 100))]++;
+		sum_top += k2_lat_percentile(hist, 150, 999);
+		sum_est += k2_lat_tail(hist, 150);
+	}
+	printf("tail: 99.9th percentile %llu us; over 400 windows of 150 "
+	       "samples, largest %llu us, estimate %llu us on average\n",
+	       (unsigned long long)truth, (unsigned long long)sum_top / 400,
+	       (unsigned long long)sum_est / 400);
+	truth *= 400;
+	CHECK(truth > sum_top);
+	CHECK(truth - sum_top > (sum_est > truth ? sum_est - truth :
+					   truth - sum_est));
+	truth /= 400;
+	CHECK(sum_est / 400 * 8 <= truth * 9);
+}
+
+/*
  * An exponential tail (sim_latency_tail()): over 200 settled windows the
- * 99.9th percentile of all their samples is within 20 % of the target,
- * and the bound is at least half the best fixed bound on average.  The
- * controller, judging the largest of about 150 samples, settles above
- * the best bound: a mean of 11.5-12.8 against 10-11 with eight seeds, the
- * 99.9th percentile at 1.01-1.12 of the target (a histogram bucket is an
- * eighth wide).  A run of 16 windows after 4 (as the k2 suite's 24 s run
- * on ssdsim) ended above 1.2 of it with 20 seeds of 200, 5 of 200 with 32
- * windows: test_bench.py's adaptive test failed so once in a make check
- * here (1.23).
+ * 99.9th percentile of all their samples meets the target, and the bound
+ * is at least half the best fixed bound on average (measured: 544 us, a
+ * histogram bucket of 512-575, and a mean bound of 10.0 against a best
+ * of 11; on the largest sample alone, k2_lat_tail() before, 608 us and
+ * 12.1).  And the k2 suite's runs on ssdsim (24 s, about 16 windows
+ * after a ramp of 4): of 200 such runs from bound 1, at most 6 end with
+ * a 99.9th percentile above 1.2 of the target (2 measured; 20 on the
+ * largest sample alone, where test_bench.py's adaptive test failed once
+ * in a make check here at 1.23).
  */
 TEST(adapt_meets_the_target_under_an_exponential_tail)
 {
 	struct sim_run r = { .bound = 1, .tail = true, .fifth = true };
 	u32 all[K2_LAT_BUCKETS] = { 0 }, at[65] = { 0 }, best;
 	u64 total = 0, sum = 0, p;
-	unsigned int b;
+	unsigned int b, w, run, over = 0;
 
 	sim_state = 88172645463325252ULL;
 	best = sim_best_bound(&r, 100, 64);
@@ -1592,8 +1706,26 @@ TEST(adapt_meets_the_target_under_an_exponential_tail)
 	       best, (unsigned long long)sim_p999(&r, best, 100),
 	       (unsigned long long)sim_p999(&r, best + 1, 100), sum / 200.0,
 	       (unsigned long long)p, TARGET_US);
-	CHECK(p * 10 <= TARGET_US * 12);
+	CHECK(p <= TARGET_US);
 	CHECK(2 * sum >= best * 200);
+
+	for (run = 0; run < 200; run++) {
+		struct sim_run one = { .bound = 1, .tail = true, .fifth = true };
+		u64 before;
+
+		memset(all, 0, sizeof(all));
+		sim_state = 88172645463325252ULL + run * 7919;
+		for (w = 0; w < 4; w++)
+			sim_window(&one, 100, 64, NULL);
+		before = one.samples;
+		for (w = 0; w < 16; w++)
+			sim_window(&one, 100, 64, all);
+		p = k2_lat_percentile(all, one.samples - before, 999);
+		over += p * 10 > TARGET_US * 12;
+	}
+	printf("adapt: exponential tail: %u of 200 runs of 16 windows above "
+	       "1.2 of the target\n", over);
+	CHECK(over <= 6);
 }
 
 UNIT_MAIN(
@@ -1620,6 +1752,8 @@ UNIT_MAIN(
 	UNIT(accounting_model_stays_exact),
 	UNIT(latency_buckets_are_ordered_and_within_an_eighth),
 	UNIT(latency_percentile_counts_from_the_top),
+	UNIT(log2_q8_is_within_a_tenth),
+	UNIT(latency_tail_extends_the_largest_of_few_samples),
 	UNIT(latency_fold_halves_the_past),
 	UNIT(adapt_window_needs_samples_and_twice_the_target),
 	UNIT(adapt_window_ends_early_on_samples_over_the_target),
@@ -1641,5 +1775,6 @@ UNIT_MAIN(
 	UNIT(adapt_cuts_deeper_when_falls_repeat),
 	UNIT(adapt_seldom_probes_a_bound_whose_misses_are_rare),
 	UNIT(adapt_climbs_fast_where_a_fixed_part_dominates),
+	UNIT(latency_tail_nears_the_99_9th_percentile_of_an_exponential_tail),
 	UNIT(adapt_meets_the_target_under_an_exponential_tail)
 )
