@@ -37,6 +37,16 @@ def _dirs(job: dict[str, Any], ddir: str | None) -> list[dict[str, Any]]:
     return [job[d] for d in names if d in job and job[d].get("total_ios", 0) > 0]
 
 
+def total_ios(result: dict[str, Any], name: str | None = None,
+              ddirs: Iterable[str] = ("read", "write", "trim")) -> int:
+    """I/Os completed by every job called @name (every job when None), in
+    @ddirs: job_stats() reads the first job of a name only, and numjobs=N
+    gives N of them."""
+    dd = tuple(ddirs)
+    return sum(int(j.get(d, {}).get("total_ios", 0)) for j in result["jobs"]
+               if name is None or j["jobname"] == name for d in dd)
+
+
 def job_stats(result: dict[str, Any], name: str, ddir: str | None = None) -> JobStats:
     """Statistics of the job called @name (reads and writes, or only @ddir).
 

@@ -36,6 +36,15 @@ def test_job_stats_and_percentiles_in_us() -> None:
     assert st.lat_mean_us == 1500.0
 
 
+def test_total_ios_sums_every_job_of_a_name() -> None:
+    two = {"jobs": SAMPLE["jobs"] + [SAMPLE["jobs"][1]]}
+    assert fio.job_stats(two, "be").ios == 12  # the first "be" only
+    assert fio.total_ios(two, "be") == 24
+    assert fio.total_ios(two, "be", ("read",)) == 4
+    assert fio.total_ios(two) == 124
+    assert fio.total_ios(two, "none") == 0
+
+
 def test_mixed_job_sums_directions_and_takes_busiest_percentiles() -> None:
     st = fio.job_stats(SAMPLE, "be")
     assert st.ios == 12 and st.io_bytes == 49152 and st.iops == 6.0

@@ -126,7 +126,7 @@ def read_with_errors(g: Guest, dev: str, seconds: int) -> tuple[int, int, int]:
                 timeout=seconds + 300, ok=False)
     jobs = [j for j in res["jobs"] if j["jobname"] == "r"]
     assert len(jobs) == 2, [j["jobname"] for j in res["jobs"]]
-    ios = sum(int(j[d]["total_ios"]) for j in jobs for d in ("read", "write", "trim"))
+    ios = fio.total_ios(res, "r")
     errnos = [int(j["first_error"]) for j in jobs if int(j["total_err"])]
     return ios, sum(int(j["total_err"]) for j in jobs), errnos[0] if errnos else 0
 

@@ -350,8 +350,7 @@ def _rt_keeps_tags(g: Guest, dev: str) -> None:
         print(f"{case}: RT p50 {fio.percentile(rt, 50) / 1000:.2f} ms, "
               f"p99 {p99[case] / 1000:.2f} ms, "
               f"p99.9 {fio.percentile(rt, 99.9) / 1000:.2f} ms over {rt.ios} reads; "
-              f"best effort {sum(j['read']['total_ios'] for j in res['jobs'] if j['jobname'] == 'be')} "
-              "reads")
+              f"best effort {fio.total_ios(res, 'be', ('read',))} reads")
         assert rt.ios >= 100
     print(f"nr_requests {nr}; p99 flood/light = {p99['flood'] / p99['light']:.2f}, "
           f"without rt_tags {p99['flood, rt_tags=0'] / p99['light']:.2f}")

@@ -167,7 +167,7 @@ def fio_cmd(args: str) -> str:
 
 def fio_ios(g: Guest) -> dict[str, int]:
     res = fio.parse(g.vm.read_file("/tmp/fio.json").decode())
-    return {ddir: sum(j[ddir]["total_ios"] for j in res["jobs"]) for ddir in ("read", "write")}
+    return {ddir: fio.total_ios(res, ddirs=(ddir,)) for ddir in ("read", "write")}
 
 
 def recorded(g: Guest, record: str, tmp_path: Path, fio_args: str) -> Counter[str]:
