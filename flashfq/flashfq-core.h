@@ -356,6 +356,7 @@ struct ffq_sched {
 	u64 vtime;		/* system virtual time, never decreasing */
 	u64 max_finish;		/* largest finish tag given */
 	u32 inflight;		/* (glue) requests holding a depth slot */
+	struct ffq_task *deferred;	/* its update waits: ffq_defer() */
 };
 
 static inline void ffq_sched_init(struct ffq_sched *s)
@@ -427,6 +428,12 @@ static inline u64 ffq_task_vt_key(const struct ffq_task *t)
 	return key == U64_MAX ? t->last_start : key;
 }
 
+/* The deadline of @t's anticipation: of its blocking period, or its end. */
+static inline u64 ffq_task_deadline(const struct ffq_task *t)
+{
+	return (t->flags & FFQ_T_BLOCKING) ? t->block_until : t->antic_until;
+}
+
 /*
  * Min-SFQ(D) virtual time: the smallest outstanding start tag over the
  * active tasks.  With no task active the device is idle and virtual time
@@ -459,6 +466,9 @@ static __always_inline bool ffq_update(struct ffq_sched *s,
 	bool restrains = ffq_task_restrains(t);
 	u64 before = s->vtime;
 
+	if (s->deferred == t)
+		s->deferred = NULL;
+
 	ffq_heap_place(&s->ready, &t->ready, &in, FFQ_IN_READY,
 		       t->nr_queued, t->head_start);
 	ffq_heap_place(&s->vt, &t->vt, &in, FFQ_IN_VT, active,
@@ -467,8 +477,7 @@ static __always_inline bool ffq_update(struct ffq_sched *s,
 		       restrains ? ffq_task_progress(t) : 0);
 	if ((f & FFQ_T_ANTIC) || (in & (FFQ_IN_TIMER | FFQ_IN_BLOCK))) {
 		ffq_heap_place(&s->timer, &t->timer, &in, FFQ_IN_TIMER,
-			       f & FFQ_T_ANTIC, (f & FFQ_T_BLOCKING) ?
-			       t->block_until : t->antic_until);
+			       f & FFQ_T_ANTIC, ffq_task_deadline(t));
 		ffq_heap_place(&s->block, &t->block, &in, FFQ_IN_BLOCK,
 			       (f & (FFQ_T_ANTIC | FFQ_T_BLOCKING)) ==
 			       (FFQ_T_ANTIC | FFQ_T_BLOCKING), t->antic_start);
@@ -477,6 +486,46 @@ static __always_inline bool ffq_update(struct ffq_sched *s,
 
 	ffq_advance_vtime(s);
 	return s->vtime != before;
+}
+
+/*
+ * ffq_settle() - do the deferred task's ffq_update() (ffq_defer()), if any.
+ * Returns whether virtual time moved.
+ */
+static inline bool ffq_settle(struct ffq_sched *s)
+{
+	return s->deferred && ffq_update(s, s->deferred);
+}
+
+/*
+ * ffq_defer() - instead of ffq_update() when ffq_complete() started @t's
+ * anticipation: leave its places in the heaps (and virtual time) as they
+ * were until ffq_settle(), or until its next request's ffq_update().  If
+ * that request comes before anything else looks at the heaps, which is
+ * how a lone synchronous task goes, its anticipation never enters the
+ * heaps: the completion and the arrival make one update, where two would
+ * make the same one through two more heaps.
+ *
+ * The same state follows either way.  Until then, @t's places are as
+ * before its completion: in @vt under its oldest outstanding start tag (at
+ * most antic_start, its last finish tag) and in @prog, and virtual time
+ * was at most its last finish tag, so its next request is tagged as if
+ * the update had been made (ffq_tag()); that request's update then puts
+ * @t where the anticipation's start and cancel would have.  Everything
+ * else that reads the heaps or virtual time (ffq_pick(), ffq_timer_due(),
+ * another task's ffq_tag() or ffq_update(), ffq_retag()) must come after
+ * ffq_settle(): the glue calls it first under its lock.  The deadline is
+ * ffq_next_deadline()'s already.  Returns whether virtual time moved (in
+ * settling another task deferred before).
+ */
+static inline bool ffq_defer(struct ffq_sched *s, struct ffq_task *t)
+{
+	bool moved = false;
+
+	if (s->deferred && s->deferred != t)
+		moved = ffq_update(s, s->deferred);
+	s->deferred = t;
+	return moved;
 }
 
 /*
@@ -545,6 +594,34 @@ static inline void ffq_dispatched(struct ffq_task *t, u64 start)
 }
 
 /*
+ * ffq_update_dispatched() - ffq_update() after ffq_dispatched(), once the
+ * glue has updated the facts (one request fewer queued and one more in
+ * flight, @head_start the next queued one's, @inflight_start the oldest in
+ * flight's), doing only what a dispatch can change.  The task had a
+ * request queued, so it had nr_out, and still has: it stays active and
+ * restraining, in @vt and @prog; its flags are unchanged (a task with a
+ * request queued is not anticipated: ffq_arrive()), so are its @timer and
+ * @block places.  Its @ready place goes to its next queued request or
+ * away, its progress to that request or to @start, and its smallest
+ * outstanding tag stays as it was unless a requeue left its in-flight list
+ * out of tag order.  Returns whether virtual time moved.  Called once a
+ * request, and a third of FlashFQ's heap work, so it skips the tests
+ * ffq_update() needs.
+ */
+static __always_inline bool ffq_update_dispatched(struct ffq_sched *s,
+						  struct ffq_task *t)
+{
+	u64 before = s->vtime;
+
+	ffq_heap_place(&s->ready, &t->ready, &t->heaps, FFQ_IN_READY,
+		       t->nr_queued, t->head_start);
+	ffq_heap_rekey(&s->prog, &t->prog, ffq_task_progress(t));
+	ffq_heap_rekey(&s->vt, &t->vt, ffq_task_vt_key(t));
+	ffq_advance_vtime(s);
+	return s->vtime != before;
+}
+
+/*
  * ffq_complete() - one of @t's requests finished and the glue has updated
  * the facts.  If it was synchronous (the task may be waiting for it) and
  * the task has nothing else outstanding, start anticipating its next
@@ -581,12 +658,20 @@ static inline bool ffq_exit(struct ffq_task *t)
 	return ffq_arrive(t);
 }
 
-/* ffq_next_deadline() - the earliest anticipation deadline, 0 if none. */
+/*
+ * ffq_next_deadline() - the earliest anticipation deadline, 0 if none;
+ * also of a deferred task's (ffq_defer()).
+ */
 static inline u64 ffq_next_deadline(const struct ffq_sched *s)
 {
 	struct ffq_hnode *n = ffq_heap_min(&s->timer);
+	u64 next = n ? n->key : 0;
+	const struct ffq_task *d = s->deferred;
 
-	return n ? n->key : 0;
+	if (d && (d->flags & FFQ_T_ANTIC) &&
+	    (!next || ffq_task_deadline(d) < next))
+		next = ffq_task_deadline(d);
+	return next;
 }
 
 /* ffq_timer_due() - an anticipated task with a deadline at or before @now. */
