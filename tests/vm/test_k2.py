@@ -268,25 +268,40 @@ RT_LATENCY_JOBS = (
 
 
 @pytest.mark.timing
-def test_rt_tail_latency_ratio(k2: Guest) -> None:
+def test_rt_tail_latency_ratio(icount_guest: Guest) -> None:
     """The seed's set-up, shortened: one synchronous RT 4 KiB random reader
     with 2 ms think time beside three best-effort readers at iodepth 32.  The
     RT reader's p99.9 latency under k2 (max_inflight=1) is at least 3x lower
-    than under none, in the same run."""
-    g = k2
-    dev = g.throttled
+    than under none, in the same run.
+
+    In a VM of its own whose clock counts instructions (icount_guest), on
+    ssdsim, whose dies queue requests as the throttled drive does, on the
+    guest's clock.  On the throttled NVMe drive under plain TCG the host was
+    in the figures: in CI on 6.12 (2026-11-29) k2's p99.9 came out at 354.4
+    ms, where 15 ms is usual (a host stall in one of its few slowest reads),
+    and none's 392.2 ms was then not 3x it.  On ssdsim at time_scale 50 the
+    k2 suite measured 165.3 ms under none and 6.5 ms at bound 1."""
+    g = icount_guest
+    need_modules(g, "k2-iosched", "ssdsim")
+    g.load("k2-iosched")
+    with ssdsim(g, ADAPTIVE_TIME_SCALE) as dev:
+        _rt_tail_latency_ratio(g, dev)
+        g.select(dev, "none")
+
+
+def _rt_tail_latency_ratio(g: Guest, dev: str) -> None:
     p999 = {}
     for sched in ("none", "k2"):
         g.select(dev, sched)
         if sched == "k2":
             g.set_attr(dev, "max_inflight", 1)
-        res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=20), timeout=300)
+        res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=10), timeout=300)
         rt = fio.job_stats(res, "rt")
         p999[sched] = fio.percentile(rt, 99.9)
         print(f"{sched}: RT p50 {fio.percentile(rt, 50) / 1000:.2f} ms, "
               f"p99 {fio.percentile(rt, 99) / 1000:.2f} ms, "
               f"p99.9 {p999[sched] / 1000:.2f} ms over {rt.ios} reads")
-        assert rt.ios >= 10
+        assert rt.ios >= 100
     print(f"ratio none/k2 = {p999['none'] / p999['k2']:.1f}")
     assert p999["none"] >= 3 * p999["k2"]
 
