@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -267,6 +268,18 @@ RT_LATENCY_JOBS = (
 )
 
 
+@contextmanager
+def k2_on_ssdsim(g: Guest) -> Iterator[str]:
+    """ssdsim at ADAPTIVE_TIME_SCALE, whose dies queue requests as the
+    throttled drive does, on the guest's clock, with k2-iosched loaded;
+    its scheduler none again before ssdsim goes."""
+    need_modules(g, "k2-iosched", "ssdsim")
+    g.load("k2-iosched")
+    with ssdsim(g, ADAPTIVE_TIME_SCALE) as dev:
+        yield dev
+        g.select(dev, "none")
+
+
 @pytest.mark.timing
 def test_rt_tail_latency_ratio(icount_guest: Guest) -> None:
     """The seed's set-up, shortened: one synchronous RT 4 KiB random reader
@@ -281,12 +294,8 @@ def test_rt_tail_latency_ratio(icount_guest: Guest) -> None:
     ms, where 15 ms is usual (a host stall in one of its few slowest reads),
     and none's 392.2 ms was then not 3x it.  On ssdsim at time_scale 50 the
     k2 suite measured 165.3 ms under none and 6.5 ms at bound 1."""
-    g = icount_guest
-    need_modules(g, "k2-iosched", "ssdsim")
-    g.load("k2-iosched")
-    with ssdsim(g, ADAPTIVE_TIME_SCALE) as dev:
-        _rt_tail_latency_ratio(g, dev)
-        g.select(dev, "none")
+    with k2_on_ssdsim(icount_guest) as dev:
+        _rt_tail_latency_ratio(icount_guest, dev)
 
 
 def _rt_tail_latency_ratio(g: Guest, dev: str) -> None:
@@ -400,14 +409,8 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
     reader's first read would wait behind them.  That is the return after
     an idle spell, which the end of the test covers; the run from bound 1
     asserts that it had none."""
-    g = icount_guest
-    need_modules(g, "k2-iosched", "ssdsim")
-    g.load("k2-iosched")
-    # ssdsim's dies queue requests as the throttled drive does, on the
-    # guest's clock
-    with ssdsim(g, ADAPTIVE_TIME_SCALE) as dev:
-        _adaptive_bound(g, dev)
-        g.select(dev, "none")
+    with k2_on_ssdsim(icount_guest) as dev:
+        _adaptive_bound(icount_guest, dev)
 
 
 def _adaptive_bound(g: Guest, dev: str) -> None:
