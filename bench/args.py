@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "`python3 -m bench run SUITE --help` for a suite's options.")
     rsub = run.add_subparsers(dest="suite", required=True, metavar="SUITE")
     for name, s in sorted(all_suites.items()):
-        sp = rsub.add_parser(name, help=s.description, description=s.title)
+        sp = rsub.add_parser(name, help=s.description.replace("%", "%%"), description=s.title)
         _common(sp, s)
         s.add_arguments(sp)
     rep = sub.add_parser("report", help="(re)write report.md and plots of results folders")

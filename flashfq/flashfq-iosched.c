@@ -46,10 +46,12 @@
  *
  * Locking
  * -------
- * fd->lock protects everything in struct ffq_data from @s to @stats and
- * every task's state (struct ffq_tq).  finish_request and requeue_request
- * can run in hard interrupt context and must update virtual time and
- * anticipation, so the lock is taken with interrupts off everywhere:
+ * fd->lock protects everything in struct ffq_data from @s to @stats,
+ * every task's state (struct ffq_tq) and each hardware queue's sched_data
+ * (the queue of the dispatch batch it is building: ffq_dispatch_request()).
+ * finish_request and requeue_request can run in hard interrupt context and
+ * must update virtual time and anticipation, so the lock is taken with
+ * interrupts off everywhere:
  * spin_lock_irq() in insert, dispatch, bio_merge and debugfs,
  * spin_lock_irqsave() in finish, requeue, exit_icq and the hrtimer.  The
  * merge callbacks run under it (the core calls them from
@@ -209,6 +211,7 @@ struct ffq_stats {
 	u64 held_full;		/* dispatch calls held by depth */
 	u64 held_throttle;	/* ... by the throttle */
 	u64 held_antic;		/* ... by a blocking anticipation */
+	u64 batch_ended;	/* ... for a request of another hw queue */
 	u64 antic_started;
 	u64 antic_expired;
 	u64 antic_cancelled;	/* the task's next request came, or exit */
@@ -713,7 +716,13 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	return rq;
 }
 
-static struct request *__ffq_dispatch_request(struct ffq_data *fd)
+/*
+ * @batch: the hardware queue of the requests handed out so far in this
+ * dispatch batch (NULL: none, or any may follow); a request of another
+ * ends the batch (ffq_dispatch_request()).
+ */
+static struct request *__ffq_dispatch_request(struct ffq_data *fd,
+					      struct blk_mq_hw_ctx *batch)
 {
 	struct request *rq;
 	struct ffq_task *t;
@@ -735,9 +744,16 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd)
 	res = ffq_pick(&fd->s, ffq_cur_depth(fd), ffq_us(&fd->throttle_us),
 		       &t, &gap);
 	switch (res) {
-	case FFQ_PICK_TASK:
-		return ffq_dispatch_from(fd, container_of(t, struct ffq_tq,
-							  task), gap);
+	case FFQ_PICK_TASK: {
+		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
+
+		if (batch && list_first_entry(&tq->fifo, struct request,
+					      queuelist)->mq_hctx != batch) {
+			fd->stats.batch_ended++;
+			return NULL;
+		}
+		return ffq_dispatch_from(fd, tq, gap);
+	}
 	case FFQ_PICK_EMPTY:
 		return NULL;
 	case FFQ_PICK_FULL:
@@ -769,16 +785,45 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd)
 	return NULL;
 }
 
+/*
+ * One dispatch batch, one hardware queue.  blk-mq collects what one run of
+ * @hctx hands out into a list and, when the list holds requests of several
+ * hardware queues (a request belongs to the queue of the CPU that
+ * allocated it), sorts it by queue before issuing it
+ * (__blk_mq_do_dispatch_sched()): a request could reach the driver ahead
+ * of another's with a smaller start tag.  On a device whose flash dies
+ * serve their operations in arrival order that matters: the write the
+ * throttle releases as the lagging reader's next read goes out reached
+ * the die first, and one read in eight waited out a whole program
+ * (README, FlashFQ).  So a batch takes requests of one queue only: the
+ * next request of another ends it (NULL), blk-mq issues the batch and,
+ * having dispatched, asks again at once for a new one, which may start
+ * with any queue.  hctx->sched_data holds the queue of the batch being
+ * built by a run of @hctx, under fd->lock: NULL once a batch ends here,
+ * and when nothing is left queued (has_work() ends the batch) or blk-mq
+ * takes one request a batch (dispatch_busy).  A batch that blk-mq ends
+ * otherwise (no driver tag) leaves it set: the next run's first request,
+ * if of another queue, is refused once and blk-mq runs the queues again.
+ */
 static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 	struct request *rq;
 
 	spin_lock_irq(&fd->lock);
-	rq = __ffq_dispatch_request(fd);
+	rq = __ffq_dispatch_request(fd, hctx->dispatch_busy ? NULL :
+				    hctx->sched_data);
+	hctx->sched_data = rq && fd->queued ? rq->mq_hctx : NULL;
 	spin_unlock_irq(&fd->lock);
 
 	return rq;
+}
+
+/* No batch being built (ffq_dispatch_request()). */
+static int ffq_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
+{
+	hctx->sched_data = NULL;
+	return 0;
 }
 
 /* True while requests are queued, also when they are held back. */
@@ -1366,8 +1411,9 @@ static int ffq_dbg_counters_show(void *data, struct seq_file *m)
 	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nreinsert %llu\n",
 		   st.dispatched, st.completed, st.requeued, st.merged,
 		   st.bypassed, st.reinsert);
-	seq_printf(m, "held_full %llu\nheld_throttle %llu\nheld_antic %llu\n",
-		   st.held_full, st.held_throttle, st.held_antic);
+	seq_printf(m, "held_full %llu\nheld_throttle %llu\nheld_antic %llu\nbatch_ended %llu\n",
+		   st.held_full, st.held_throttle, st.held_antic,
+		   st.batch_ended);
 	seq_printf(m, "antic_started %llu\nantic_expired %llu\nantic_cancelled %llu\nantic_unblocked %llu\n",
 		   st.antic_started, st.antic_expired, st.antic_cancelled,
 		   st.antic_unblocked);
@@ -1431,6 +1477,7 @@ static struct elevator_type ffq_sched_type = {
 		.exit_sched		= ffq_exit_sched,
 		.insert_requests	= ffq_insert_requests,
 		.dispatch_request	= ffq_dispatch_request,
+		.init_hctx		= ffq_init_hctx,
 		.has_work		= ffq_has_work,
 		.prepare_request	= ffq_prepare_request,
 		.finish_request		= ffq_finish_request,

@@ -95,8 +95,11 @@ class Suite:
     def vm_config(self, args: argparse.Namespace) -> dict[str, Any]:
         """With --vm: what the suite's VM needs other than the bed's
         defaults, as scripts.vmbed.VMConfig's fields (tcg_thread, icount,
-        smp)."""
-        return {}
+        smp).  By default, --icount where the suite takes it
+        (add_icount_argument): the bed's vCPUs on an instruction-counting
+        clock, in one host thread."""
+        icount = getattr(args, "icount", None)
+        return {} if icount is None else {"icount": icount}
 
     def make_device(self, target: Target, args: argparse.Namespace,
                     on_exit: Callable[[str, Callable[[], None]], None]) -> tuple[str, list[str]]:

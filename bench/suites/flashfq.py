@@ -37,7 +37,8 @@ from bench import fio, jobs, prep
 from bench.report import figure, grouped_bars, ordered, save, table
 from bench.results import Results, summarize
 from bench.runner import Config, Phase, Plan, RunContext
-from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, extra_tunables
+from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
+                          extra_tunables, icount_note)
 from bench.suites.k2 import OCCUPANCIES, csv, occupier
 
 P = 99.9
@@ -295,6 +296,10 @@ class FlashFQSuite(Suite):
                        help="flashfq tunables for its runs, e.g. the costs `python3 -m "
                             "bench calibrate flashfq` measured (default: its defaults; on "
                             "ssdsim, costs computed from its module parameters)")
+        add_icount_argument(p, "response times are of the guest's time, which a host "
+                               "that stalls the guest does not advance (give ssdsim a "
+                               "time_scale that keeps the device, not the vCPUs, the "
+                               "bottleneck)")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -307,7 +312,7 @@ class FlashFQSuite(Suite):
             a.flashfq_tunables, "--flashfq-tunables", "flashfq", ctx.sched_info)
         regions = 2 * a.tasks
         region_mib = (ctx.device.size_bytes // regions) >> 20
-        notes = [f"tasks: one fio job (process) each, psync (one request at a time), direct "
+        notes = icount_note(a, ctx.target, runtime) + [f"tasks: one fio job (process) each, psync (one request at a time), direct "
                  f"I/O, random offsets; task k of a run in region k of {regions} "
                  f"({region_mib} MiB each)"]
         if cpus:
@@ -350,7 +355,7 @@ class FlashFQSuite(Suite):
             "schedulers": scheds,
             "baseline": a.baseline, "occupancy": a.occupancy, "regions": regions,
             "region_mib": region_mib, "flashfq_tunables": dict(tun),
-            "fair_factor": FAIR_FACTOR})
+            "fair_factor": FAIR_FACTOR, "icount": a.icount})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         per: dict[str, list[fio.JobStats]] = {}

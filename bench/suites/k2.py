@@ -561,11 +561,6 @@ class K2Suite(Suite):
         add_icount_argument(p, "latencies are of the guest's time, which a host that "
                                "stalls the guest does not advance")
 
-    def vm_config(self, args: argparse.Namespace) -> dict[str, Any]:
-        """--icount: the guest's clock counts instructions (the bed's
-        vCPUs, in one host thread)."""
-        return {} if args.icount is None else {"icount": args.icount}
-
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
         runtime, ramp = ctx.params["runtime"], ctx.params["ramp"]

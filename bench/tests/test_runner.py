@@ -323,6 +323,9 @@ def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
         parse(["run", "overhead", "--vm", "--icount", "11"])
     assert get("k2").vm_config(parse(["run", "k2", "--vm"])) == {}
     assert get("k2").vm_config(parse(["run", "k2", "--vm", "--icount", "3"])) == {"icount": 3}
+    assert get("flashfq").vm_config(parse(["run", "flashfq", "--vm"])) == {}
+    assert get("flashfq").vm_config(parse(["run", "flashfq", "--vm", "--icount", "3"])) == {
+        "icount": 3}
 
 
 class LocalFake(FakeTarget):
@@ -349,6 +352,24 @@ def test_overhead_icount_only_in_the_vm() -> None:
     plan = get("k2").plan(context(FakeTarget(nr_requests=64), argv))
     assert any("icount shift 3" in n and "1.25e+08" in n for n in plan.notes), plan.notes
     assert plan.params["icount"] == 3
+    # and the flashfq suite's
+    argv = ["run", "flashfq", "--device", "fake0", "--short", "--scenarios", "a",
+            "--icount", "3"]
+    with pytest.raises(ValueError, match="--icount is for the VM"):
+        get("flashfq").plan(context(LocalFake(nr_requests=64), argv))
+    plan = get("flashfq").plan(context(FakeTarget(nr_requests=64), argv))
+    assert any("icount shift 3" in n for n in plan.notes), plan.notes
+    assert plan.params["icount"] == 3
+
+
+def test_every_suite_help_renders(capsys: pytest.CaptureFixture[str]) -> None:
+    """A suite's description goes through argparse's %-formatting (the cars
+    suite's "50% reads" once printed the parser's internals)."""
+    with pytest.raises(SystemExit):
+        parse(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "50% reads" in " ".join(out.split())
+    assert "option_strings" not in out
 
 
 def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ one VM run."""
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench import fio
-from conftest import ROOT, Guest, timer_disk
+from conftest import ROOT, Guest, need_modules, ssdsim, timer_disk
 from tracing import ftrace_record, reset_keeps_depth
 
 sys.path.insert(0, str(ROOT))
@@ -278,6 +279,59 @@ def test_trace_life_cycle_and_tag_order(ffq: Guest) -> None:
     assert len(tasks) >= 2, tasks
     v = [int(e.fields["vtime"]) for e in by["flashfq_vtime"]]
     assert v == sorted(v)
+
+
+#: flashfq_dispatch and ssdsim_queue lines of an ftrace text: the context
+#: (pid, CPU), the request's op and first sector
+_ISSUE = re.compile(r"-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+[\d.]+: "
+                    r"(?P<ev>flashfq_dispatch|ssdsim_queue): \S+ hctx=\d+ tag=\d+ "
+                    r"(?P<rwbs>[A-Z]+) (?P<sector>\d+)\+")
+
+
+def test_driver_gets_requests_in_dispatch_order(ffq: Guest) -> None:
+    """blk-mq sorts a dispatch batch that holds requests of several hardware
+    queues by queue; FlashFQ ends a batch at a request of another queue, so
+    the driver gets requests in the order FlashFQ hands them out (start-tag
+    order).  A 4 KiB reader on CPU 0 and a 4 KiB writer on CPU 1 (each
+    CPU has its own hardware queue) on ssdsim, the throttle holding the
+    writer back: the reader's next read releases a write in the same
+    dispatch run.  In every dispatching context (pid and CPU) the requests
+    reach ssdsim's queue_rq (ssdsim_queue) in flashfq_dispatch order, and
+    batches did end for another queue's request.  Before, the released
+    write often went first, and on ssdsim's dies, which serve operations in
+    arrival order, the read then waited out its program."""
+    g = ffq
+    need_modules(g, "ssdsim")
+    with ssdsim(g, 20) as dev:
+        if int(g.sh(f"ls /sys/block/{dev}/mq | wc -l")) < 2:
+            pytest.skip("ssdsim has one hardware queue here (one CPU)")
+        g.select(dev, SCHED)
+        g.set_attr(dev, "depth", 8)
+        g.set_attr(dev, "throttle_us", 1000)
+        dbg = Guest.sched_dbg(dev)
+        text = ftrace_record(g, (SCHED, "ssdsim"), (
+            f"fio --filename=/dev/{dev} --direct=1 --ioengine=psync --bs=4k --time_based "
+            "--runtime=3 --size=32M --name=r --rw=randread --cpus_allowed=0 --offset=0 "
+            "--name=w --rw=randwrite --cpus_allowed=1 --offset=32M >/dev/null"), timeout=180)
+        counters = dict(ln.split() for ln in g.sh(f"cat {dbg}/counters").splitlines())
+        g.select(dev, "none")
+    issued: dict[tuple[str, str], dict[str, list[tuple[str, int]]]] = {}
+    for m in _ISSUE.finditer(text):
+        ctx = issued.setdefault((m["pid"], m["cpu"]), {"flashfq_dispatch": [],
+                                                       "ssdsim_queue": []})
+        ctx[m["ev"]].append((m["rwbs"][0], int(m["sector"])))
+    ops = {op for c in issued.values() for op, _ in c["flashfq_dispatch"]}
+    assert ops == {"R", "W"}, ops
+    compared = 0
+    for where, c in issued.items():
+        queued = set(c["ssdsim_queue"])
+        sent = [k for k in c["flashfq_dispatch"] if k in queued]
+        assert c["ssdsim_queue"] == sent, (where, next(
+            (i, a, b) for i, (a, b) in enumerate(zip(c["ssdsim_queue"], sent)) if a != b))
+        compared += len(sent)
+    print(f"{compared} requests compared in {len(issued)} contexts; counters {counters}")
+    assert compared > 100
+    assert int(counters["batch_ended"]) > 0, counters
 
 
 def test_tcp_reset_requeues_and_leaves_nothing_in_flight(

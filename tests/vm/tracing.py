@@ -18,21 +18,26 @@ from tracepoints.report import Event  # noqa: E402
 T = "/sys/kernel/tracing"
 
 
-def ftrace_record(g: Guest, system: str, script: str, timeout: float = 300) -> str:
-    """Run @script with every event of @system enabled; the ftrace text.
-    The trace clock is CLOCK_MONOTONIC, the clock of the events' own ns
-    fields (the default clock can run at another rate under emulation)."""
+def ftrace_record(g: Guest, system: str | tuple[str, ...], script: str,
+                  timeout: float = 300) -> str:
+    """Run @script with every event of @system (or of each of several)
+    enabled; the ftrace text.  The trace clock is CLOCK_MONOTONIC, the
+    clock of the events' own ns fields (the default clock can run at
+    another rate under emulation)."""
+    systems = (system,) if isinstance(system, str) else system
+    on = "\n".join(f"echo 1 > {T}/events/{s}/enable || exit 3" for s in systems)
+    off = "\n".join(f"echo 0 > {T}/events/{s}/enable" for s in systems)
     r = g.run(f"""
 echo 0 > {T}/tracing_on
 echo > {T}/trace
 echo 16384 > {T}/buffer_size_kb
 echo mono > {T}/trace_clock
-echo 1 > {T}/events/{system}/enable || exit 3
+{on}
 echo 1 > {T}/tracing_on
 {script}
 rc=$?
 echo 0 > {T}/tracing_on
-echo 0 > {T}/events/{system}/enable
+{off}
 exit $rc
 """, timeout=timeout)
     assert r.rc == 0, r.out
