@@ -287,11 +287,14 @@ class FlashFQSuite(Suite):
         p.add_argument("--baseline", choices=list(BASELINES), default="none",
                        help="the slowdown's denominator: each task class running alone "
                             "under none (default), or under the same scheduler as the mix")
-        p.add_argument("--occupancy", choices=list(OCCUPANCIES), default="asis",
-                       help="device state first: empty (ssdsim fill_percent=0 / discard), "
-                            "full (fill_percent=100 / one write pass) or asis (default; on "
-                            "a trimmed real drive reads of unwritten blocks skip the flash: "
-                            "use full)")
+        p.add_argument("--occupancy", choices=list(OCCUPANCIES), default="empty",
+                       help="device state: empty before every run (default; ssdsim "
+                            "reloaded with fill_percent=0, another device discarded), full "
+                            "(first fill_percent=100 / one write pass) or asis.  The "
+                            "scenarios' writes fill the device otherwise, and its garbage "
+                            "collection slows later runs whatever their scheduler.  On a "
+                            "trimmed real drive reads of unwritten blocks skip the flash: "
+                            "use full")
         p.add_argument("--flashfq-tunables", default="", metavar="'NAME=VALUE ...'",
                        help="flashfq tunables for its runs, e.g. the costs `python3 -m "
                             "bench calibrate flashfq` measured (default: its defaults; on "
@@ -349,7 +352,7 @@ class FlashFQSuite(Suite):
                        for c in needed]
         phase = Phase("flashfq", blocks, None if a.occupancy == "asis" else
                       occupier(a.occupancy == "full"), OCCUPANCIES[a.occupancy],
-                      settle=prep.settle)
+                      settle=prep.empty_again if a.occupancy == "empty" else prep.settle)
         return Plan([phase], notes, {
             "ioengine": "psync", "scenarios": a.scenarios, "tasks": a.tasks,
             "schedulers": scheds,
