@@ -45,9 +45,11 @@
  *
  * Locking
  * -------
- * cd->lock protects struct cars_data from @s to @stats and every flow's
- * state.  finish_request and requeue_request can run in hard interrupt
- * context, so it is taken with interrupts off: spin_lock_irq() in insert,
+ * cd->lock protects struct cars_data from @s to @stats, every flow's
+ * state and each hardware queue's sched_data (the queue of the dispatch
+ * batch it is building: compat/iosched-batch.h).  finish_request and
+ * requeue_request can run in hard interrupt context, so it is taken with
+ * interrupts off: spin_lock_irq() in insert,
  * dispatch, bio_merge, sysfs and debugfs, spin_lock_irqsave() in finish,
  * requeue and the hrtimer.  The merge callbacks run under it (called from
  * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge() with it
@@ -112,6 +114,7 @@
 #include "blk-mq-sched.h"
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
+#include "iosched-batch.h"
 #include "iosched-icq.h"
 #include "iosched-sysfs.h"
 #include "cars-core.h"
@@ -151,6 +154,7 @@ struct cars_counts {
 	u64 bypassed;
 	u64 held_depth;		/* dispatch calls held by the depth */
 	u64 held_conflict;	/* ... by every head conflicting */
+	u64 batch_ended;	/* ... by a head of another hw queue */
 };
 
 enum {
@@ -430,7 +434,14 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 	compat_free_requests(&free);
 }
 
-static struct request *__cars_dispatch_request(struct cars_data *cd)
+/*
+ * @batch: the hardware queue of the requests handed out so far in this
+ * dispatch batch (NULL: none, or any may follow); the pick of a request
+ * of another ends the batch, so that the requests reach the device in the
+ * order their dies were predicted in (compat/iosched-batch.h).
+ */
+static struct request *__cars_dispatch_request(struct cars_data *cd,
+					       struct blk_mq_hw_ctx *batch)
 {
 	struct cars_choice c;
 	struct cars_place pl;
@@ -475,6 +486,12 @@ static struct request *__cars_dispatch_request(struct cars_data *cd)
 	}
 	now = ktime_get_ns();
 	c = cars_pick(&cd->s, cd->heads, n, now);
+	/* counted when made: the next batch picks it again */
+	if (c.idx != CARS_NONE &&
+	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {
+		cd->counts.batch_ended++;
+		return NULL;
+	}
 	cars_count_pick(&cd->s, &c);
 	if (c.first_skip != CARS_NONE)
 		trace_cars_skip(cd->q, cd->head_flow[c.first_skip]->pid,
@@ -514,7 +531,8 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 
 	spin_lock_irq(&cd->lock);
-	rq = __cars_dispatch_request(cd);
+	rq = __cars_dispatch_request(cd, iosched_batch(hctx));
+	iosched_batch_note(hctx, rq, cd->queued);
 	spin_unlock_irq(&cd->lock);
 
 	return rq;
@@ -959,9 +977,9 @@ static int cars_dbg_counters_show(void *data, struct seq_file *m)
 	st = cd->s.st;
 	wp = cd->s.wp;
 	spin_unlock_irq(&cd->lock);
-	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nheld_depth %llu\nheld_conflict %llu\n",
+	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nheld_depth %llu\nheld_conflict %llu\nbatch_ended %llu\n",
 		   c.dispatched, c.completed, c.requeued, c.merged, c.bypassed,
-		   c.held_depth, c.held_conflict);
+		   c.held_depth, c.held_conflict, c.batch_ended);
 	seq_printf(m, "skip_die_busy %llu\nskip_cmt_miss %llu\nskip_throttle %llu\nthrottle_events %llu\nforced %llu\n",
 		   st.skips[CARS_SKIP_DIE_BUSY], st.skips[CARS_SKIP_CMT_MISS],
 		   st.skips[CARS_SKIP_THROTTLE], st.throttle_events, st.forced);
@@ -1049,6 +1067,7 @@ static struct elevator_type cars_sched_type = {
 		.exit_sched		= cars_exit_sched,
 		.insert_requests	= cars_insert_requests,
 		.dispatch_request	= cars_dispatch_request,
+		.init_hctx		= iosched_batch_init_hctx,
 		.has_work		= cars_has_work,
 		.prepare_request	= cars_prepare_request,
 		.finish_request		= cars_finish_request,

@@ -48,7 +48,7 @@
  * -------
  * fd->lock protects everything in struct ffq_data from @s to @stats,
  * every task's state (struct ffq_tq) and each hardware queue's sched_data
- * (the queue of the dispatch batch it is building: ffq_dispatch_request()).
+ * (the queue of the dispatch batch it is building: compat/iosched-batch.h).
  * finish_request and requeue_request can run in hard interrupt context and
  * must update virtual time and anticipation, so the lock is taken with
  * interrupts off everywhere:
@@ -165,6 +165,7 @@
 #include "blk-mq-sched.h"
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
+#include "iosched-batch.h"
 #include "iosched-icq.h"
 #include "iosched-sysfs.h"
 #include "flashfq-core.h"
@@ -747,8 +748,9 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	case FFQ_PICK_TASK: {
 		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
 
-		if (batch && list_first_entry(&tq->fifo, struct request,
-					      queuelist)->mq_hctx != batch) {
+		if (iosched_batch_ends(batch, list_first_entry(&tq->fifo,
+							       struct request,
+							       queuelist))) {
 			fd->stats.batch_ended++;
 			return NULL;
 		}
@@ -785,45 +787,18 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	return NULL;
 }
 
-/*
- * One dispatch batch, one hardware queue.  blk-mq collects what one run of
- * @hctx hands out into a list and, when the list holds requests of several
- * hardware queues (a request belongs to the queue of the CPU that
- * allocated it), sorts it by queue before issuing it
- * (__blk_mq_do_dispatch_sched()): a request could reach the driver ahead
- * of another's with a smaller start tag.  On a device whose flash dies
- * serve their operations in arrival order that matters: the write the
- * throttle releases as the lagging reader's next read goes out reached
- * the die first, and one read in eight waited out a whole program
- * (README, FlashFQ).  So a batch takes requests of one queue only: the
- * next request of another ends it (NULL), blk-mq issues the batch and,
- * having dispatched, asks again at once for a new one, which may start
- * with any queue.  hctx->sched_data holds the queue of the batch being
- * built by a run of @hctx, under fd->lock: NULL once a batch ends here,
- * and when nothing is left queued (has_work() ends the batch) or blk-mq
- * takes one request a batch (dispatch_busy).  A batch that blk-mq ends
- * otherwise (no driver tag) leaves it set: the next run's first request,
- * if of another queue, is refused once and blk-mq runs the queues again.
- */
+/* One dispatch batch, one hardware queue: compat/iosched-batch.h. */
 static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 	struct request *rq;
 
 	spin_lock_irq(&fd->lock);
-	rq = __ffq_dispatch_request(fd, hctx->dispatch_busy ? NULL :
-				    hctx->sched_data);
-	hctx->sched_data = rq && fd->queued ? rq->mq_hctx : NULL;
+	rq = __ffq_dispatch_request(fd, iosched_batch(hctx));
+	iosched_batch_note(hctx, rq, fd->queued);
 	spin_unlock_irq(&fd->lock);
 
 	return rq;
-}
-
-/* No batch being built (ffq_dispatch_request()). */
-static int ffq_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
-{
-	hctx->sched_data = NULL;
-	return 0;
 }
 
 /* True while requests are queued, also when they are held back. */
@@ -1477,7 +1452,7 @@ static struct elevator_type ffq_sched_type = {
 		.exit_sched		= ffq_exit_sched,
 		.insert_requests	= ffq_insert_requests,
 		.dispatch_request	= ffq_dispatch_request,
-		.init_hctx		= ffq_init_hctx,
+		.init_hctx		= iosched_batch_init_hctx,
 		.has_work		= ffq_has_work,
 		.prepare_request	= ffq_prepare_request,
 		.finish_request		= ffq_finish_request,

@@ -48,7 +48,8 @@ from bench.calibrate import cars_tunables, read_ssdsim
 from bench.report import figure, grouped_bars, ordered, save, summary_lines, table
 from bench.results import Results, Summary, summarize
 from bench.runner import Config, Label, Phase, Plan, RunContext
-from bench.suites import OURS, UPSTREAM, Sched, Suite, SuiteReport, extra_tunables
+from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
+                          extra_tunables, icount_note)
 from bench.suites.k2 import csv
 
 #: the compared configurations: label -> (elevator, cars's filter)
@@ -343,6 +344,10 @@ class CarsSuite(Suite):
         p.add_argument("--cars-tunables", default="", metavar="'NAME=VALUE ...'",
                        help="more cars tunables for the cars and cars-rr runs, written after "
                             "the ones matching ssdsim (e.g. 'throttle_size=8')")
+        add_icount_argument(p, "response times are of the guest's time, which a host "
+                               "that stalls the guest does not advance (its vCPUs share one "
+                               "host thread: give ssdsim a time_scale that keeps the device, "
+                               "not the vCPUs, the bottleneck)")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -383,7 +388,7 @@ class CarsSuite(Suite):
                            (("kind", ALONE), ("workload", workload_key((r,))), ("reads", r)),
                            f"one flow of {r}% reads alone")] for r in ratios]
         region_mib = (ctx.device.size_bytes // regions) >> 20
-        notes = [f"flows: one fio job (process, so one I/O context and one cars flow) each, "
+        notes = icount_note(a, ctx.target, runtime) + [f"flows: one fio job (process, so one I/O context and one cars flow) each, "
                  f"random 4 KiB reads and writes (rwmixread), direct I/O, {a.ioengine} with "
                  f"{a.iodepth} in flight; flow k in region k of {regions} ({region_mib} MiB "
                  "each)",
@@ -402,7 +407,7 @@ class CarsSuite(Suite):
             "fairness_reads": a.fairness_reads, "iodepth": a.iodepth,
             "workloads": by_exp, "schedulers": scheds, "baseline": BASELINE,
             "regions": regions, "region_mib": region_mib, "cars_model": model,
-            "cars_tunables": dict(extra), "goal": GOAL, "paper": PAPER})
+            "cars_tunables": dict(extra), "goal": GOAL, "paper": PAPER, "icount": a.icount})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         fs = [flow_stats(result, j["jobname"]) for j in result["jobs"]]

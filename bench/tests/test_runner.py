@@ -326,6 +326,8 @@ def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     assert get("flashfq").vm_config(parse(["run", "flashfq", "--vm"])) == {}
     assert get("flashfq").vm_config(parse(["run", "flashfq", "--vm", "--icount", "3"])) == {
         "icount": 3}
+    assert get("cars").vm_config(parse(["run", "cars", "--vm", "--icount", "2"])) == {
+        "icount": 2}
 
 
 class LocalFake(FakeTarget):

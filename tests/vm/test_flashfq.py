@@ -11,7 +11,6 @@ one VM run."""
 from __future__ import annotations
 
 import base64
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import pytest
 
 from bench import fio
 from conftest import ROOT, Guest, need_modules, ssdsim, timer_disk
-from tracing import ftrace_record, reset_keeps_depth
+from tracing import assert_driver_order, ftrace_record, reset_keeps_depth
 
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
@@ -281,13 +280,6 @@ def test_trace_life_cycle_and_tag_order(ffq: Guest) -> None:
     assert v == sorted(v)
 
 
-#: flashfq_dispatch and ssdsim_queue lines of an ftrace text: the context
-#: (pid, CPU), the request's op and first sector
-_ISSUE = re.compile(r"-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+[\d.]+: "
-                    r"(?P<ev>flashfq_dispatch|ssdsim_queue): \S+ hctx=\d+ tag=\d+ "
-                    r"(?P<rwbs>[A-Z]+) (?P<sector>\d+)\+")
-
-
 def test_driver_gets_requests_in_dispatch_order(ffq: Guest) -> None:
     """blk-mq sorts a dispatch batch that holds requests of several hardware
     queues by queue; FlashFQ ends a batch at a request of another queue, so
@@ -308,30 +300,16 @@ def test_driver_gets_requests_in_dispatch_order(ffq: Guest) -> None:
         g.select(dev, SCHED)
         g.set_attr(dev, "depth", 8)
         g.set_attr(dev, "throttle_us", 1000)
-        dbg = Guest.sched_dbg(dev)
-        text = ftrace_record(g, (SCHED, "ssdsim"), (
+        text = ftrace_record(g, (SCHED, "ssdsim/ssdsim_queue"), (
             f"fio --filename=/dev/{dev} --direct=1 --ioengine=psync --bs=4k --time_based "
             "--runtime=3 --size=32M --name=r --rw=randread --cpus_allowed=0 --offset=0 "
             "--name=w --rw=randwrite --cpus_allowed=1 --offset=32M >/dev/null"), timeout=180)
-        counters = dict(ln.split() for ln in g.sh(f"cat {dbg}/counters").splitlines())
+        counters = g.stats(dev)
         g.select(dev, "none")
-    issued: dict[tuple[str, str], dict[str, list[tuple[str, int]]]] = {}
-    for m in _ISSUE.finditer(text):
-        ctx = issued.setdefault((m["pid"], m["cpu"]), {"flashfq_dispatch": [],
-                                                       "ssdsim_queue": []})
-        ctx[m["ev"]].append((m["rwbs"][0], int(m["sector"])))
-    ops = {op for c in issued.values() for op, _ in c["flashfq_dispatch"]}
-    assert ops == {"R", "W"}, ops
-    compared = 0
-    for where, c in issued.items():
-        queued = set(c["ssdsim_queue"])
-        sent = [k for k in c["flashfq_dispatch"] if k in queued]
-        assert c["ssdsim_queue"] == sent, (where, next(
-            (i, a, b) for i, (a, b) in enumerate(zip(c["ssdsim_queue"], sent)) if a != b))
-        compared += len(sent)
-    print(f"{compared} requests compared in {len(issued)} contexts; counters {counters}")
+    compared = assert_driver_order(text, "flashfq_dispatch")
+    print(f"{compared} requests compared; counters {counters}")
     assert compared > 100
-    assert int(counters["batch_ended"]) > 0, counters
+    assert counters["batch_ended"] > 0, counters
 
 
 def test_tcp_reset_requeues_and_leaves_nothing_in_flight(

@@ -3,6 +3,7 @@ or an LTTng kernel session (tracer and probes built by `make lttng-probes`)."""
 from __future__ import annotations
 
 import io
+import re
 import sys
 import tarfile
 from pathlib import Path
@@ -42,6 +43,39 @@ exit $rc
 """, timeout=timeout)
     assert r.rc == 0, r.out
     return g.vm.read_file(f"{T}/trace", compress=True).decode(errors="replace")
+
+
+#: an elevator's dispatch event or ssdsim_queue in an ftrace text: the
+#: context (pid, CPU), the request's op and first sector
+_ISSUE = re.compile(r"-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+[\d.]+: "
+                    r"(?P<ev>\w+_dispatch|ssdsim_queue): \S+ hctx=\d+ tag=\d+ "
+                    r"(?P<rwbs>[A-Z]+) (?P<sector>\d+)\+")
+
+
+def assert_driver_order(text: str, dispatch: str) -> int:
+    """In an ftrace text with the elevator's @dispatch event and
+    ssdsim_queue: in every dispatching context (pid and CPU: a request
+    handed out is issued to the driver in the same context) the requests
+    reached ssdsim's queue_rq in the order the elevator handed them out.
+    Requests that did not reach it there (the driver asked for a retry)
+    are left out.  The number compared; asserts reads and writes took
+    part."""
+    issued: dict[tuple[str, str], dict[str, list[tuple[str, int]]]] = {}
+    for m in _ISSUE.finditer(text):
+        if m["ev"] not in (dispatch, "ssdsim_queue"):
+            continue
+        ctx = issued.setdefault((m["pid"], m["cpu"]), {dispatch: [], "ssdsim_queue": []})
+        ctx[m["ev"]].append((m["rwbs"][0], int(m["sector"])))
+    ops = {op for c in issued.values() for op, _ in c[dispatch]}
+    assert ops == {"R", "W"}, ops
+    compared = 0
+    for where, c in issued.items():
+        queued = set(c["ssdsim_queue"])
+        sent = [k for k in c[dispatch] if k in queued]
+        assert c["ssdsim_queue"] == sent, (where, next(
+            (i, a, b) for i, (a, b) in enumerate(zip(c["ssdsim_queue"], sent)) if a != b))
+        compared += len(sent)
+    return compared
 
 
 def lttng_built(g: Guest, system: str) -> bool:
