@@ -47,7 +47,9 @@
  * Locking
  * -------
  * kd->lock protects the staging queues, their trees and counts, the
- * dispatch statistics and the stall detector; it is a plain spinlock,
+ * dispatch statistics, the stall detector and each hardware queue's
+ * sched_data (the queue of the dispatch batch it is building:
+ * compat/iosched-batch.h); it is a plain spinlock,
  * never taken in interrupt context.  insert_requests, dispatch_request and
  * bio_merge (when something is queued) take it, and the core calls the
  * merge callbacks (request_merge, request_merged, requests_merged,
@@ -56,7 +58,9 @@
  * queues are device-wide, not per hardware queue, because both the
  * priority order and the bound are device-wide; like mq-deadline, K2 sets
  * QUEUE_FLAG_SQ_SCHED and may return a request of another hardware queue
- * than the one being run.
+ * than the one being run, though not after one of a third in the same
+ * dispatch batch, which blk-mq would reorder (real-time first must hold
+ * at the device too: compat/iosched-batch.h).
  *
  * completed_request, finish_request and requeue_request can run in hard
  * interrupt context (completions) and take no lock: the in-flight count
@@ -152,6 +156,7 @@
 #include "blk-mq-sched.h"
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
+#include "iosched-batch.h"
 #include "iosched-sysfs.h"
 #include "k2-core.h"
 
@@ -260,6 +265,7 @@ struct k2_data {
 	u64 uncounted;		/* dispatched without finish_request */
 	u64 throttled;		/* dispatch calls the bound held back */
 	u64 promotions;		/* non-RT requests sent ahead of RT */
+	u64 batch_ended;	/* dispatch calls ended for another hw queue */
 	u64 dispatch_seq;	/* dispatches, for the stall check */
 	u64 stall_checks;	/* stalls looked into (k2_check_stall()) */
 	unsigned long be_served;	/* jiffies of the last non-RT dispatch */
@@ -947,7 +953,13 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 	compat_free_requests(&free);
 }
 
-static struct request *__k2_dispatch_request(struct k2_data *kd)
+/*
+ * @batch: the hardware queue of the requests handed out so far in this
+ * dispatch batch (NULL: none, or any may follow); a request of another
+ * ends the batch (compat/iosched-batch.h).
+ */
+static struct request *__k2_dispatch_request(struct k2_data *kd,
+					     struct blk_mq_hw_ctx *batch)
 {
 	unsigned long now = jiffies;
 	unsigned long be_wait = 0;
@@ -1001,9 +1013,13 @@ again:
 	if (sel < 0)
 		return NULL;
 
-	k2_stall_disarm(&kd->stall);
 	rq = list_first_entry(&kd->queues[sel].fifo, struct request,
 			      queuelist);
+	if (iosched_batch_ends(batch, rq)) {
+		kd->batch_ended++;
+		return NULL;
+	}
+	k2_stall_disarm(&kd->stall);
 	k2_remove_request(kd, rq);
 	/* As mq-deadline: no more merging into a request handed out. */
 	rq->rq_flags |= RQF_STARTED;
@@ -1030,7 +1046,8 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 
 	spin_lock(&kd->lock);
-	rq = __k2_dispatch_request(kd);
+	rq = __k2_dispatch_request(kd, iosched_batch(hctx));
+	iosched_batch_note(hctx, rq, kd->queued);
 	spin_unlock(&kd->lock);
 
 	return rq;
@@ -1082,7 +1099,7 @@ static void k2_depth_updated(compat_depth_arg arg)
 static int k2_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
 {
 	k2_min_shallow_depth(hctx);
-	return 0;
+	return iosched_batch_init_hctx(hctx, hctx_idx);
 }
 
 /*
@@ -1615,6 +1632,14 @@ static int k2_dbg_throttled_show(void *data, struct seq_file *m)
 	return k2_dbg_locked_u64(m, kd, &kd->throttled);
 }
 
+static int k2_dbg_batches_ended_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct k2_data *kd = q->elevator->elevator_data;
+
+	return k2_dbg_locked_u64(m, kd, &kd->batch_ended);
+}
+
 static int k2_dbg_starvation_promotions_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
@@ -1820,6 +1845,7 @@ static const struct blk_mq_debugfs_attr k2_queue_debugfs_attrs[] = {
 	{"inflight", 0400, k2_dbg_inflight_show},
 	{"throttled", 0400, k2_dbg_throttled_show},
 	{"starvation_promotions", 0400, k2_dbg_starvation_promotions_show},
+	{"batches_ended", 0400, k2_dbg_batches_ended_show},
 	{"uncounted", 0400, k2_dbg_uncounted_show},
 	{"stall_checks", 0400, k2_dbg_stall_checks_show},
 	{"lose_slots", 0600, k2_dbg_lose_slots_show, k2_dbg_lose_slots_write},
