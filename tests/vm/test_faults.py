@@ -145,20 +145,38 @@ def test_requeue_injection(guest: Guest, sched: Sched, nullb: str) -> None:
     g.assert_idle(nullb)
 
 
+def timed_out(g: Guest) -> int:
+    """null_blk's "rq ... timed out" lines in the kernel log so far: the
+    requests its timeout handler saw, injected or real."""
+    return int(g.sh("dmesg | grep -c 'null_blk: rq .* timed out' || true").strip())
+
+
 def test_timeout_injection(guest: Guest, sched: Sched, nullb: str) -> None:
     """null_blk drops 20 reads, which time out after io_timeout (1 s) and
     fail: fio sees those errors (ETIMEDOUT) and no more, nothing hangs, the
-    data reads back intact afterwards and the scheduler ends idle."""
+    data reads back intact afterwards and the scheduler ends idle.
+
+    A read can also time out for real: the memory-backed disk's queue_rq
+    may block (null_timeout_rq() then sets BLK_STS_TIMEOUT and the
+    submission path completes it), and on the debug kernel beside CI's VM
+    tiers one did (fio saw 21 errors for 20 injected, cars, 6.12).  So
+    every injected timeout must fail its read and every error must be a
+    timeout null_blk's handler logged: on the same disk in timer mode (20
+    ms a request, io_timeout 5 ms, no injection) 74 reads were logged as
+    timed out and fio counted 73 errors, all ETIMEDOUT (one timed out as
+    fio ended, presumably)."""
     g, grp = guest, f"{NULLB}/timeout_inject"
     write_only(g, nullb)
+    before = timed_out(g)
     arm(g, grp, 5, 20)
     ios, errors, errno = read_with_errors(g, nullb, 8)
     n = fired(g, grp, 20)
     arm(g, grp, 0, 0)
-    print(f"{sched.name}: {n} timeouts injected, fio saw {errors} errors "
-          f"(first errno {errno}) in {ios} reads")
+    handled = timed_out(g) - before
+    print(f"{sched.name}: {n} timeouts injected, {handled} handled by null_blk, fio saw "
+          f"{errors} errors (first errno {errno}) in {ios} reads")
     assert n > 0
-    assert errors == n and errno == 110  # ETIMEDOUT
+    assert n <= errors <= handled and errno == 110  # ETIMEDOUT
     g.assert_idle(nullb)
     verify_only(g, nullb)
     g.assert_idle(nullb)
