@@ -2,7 +2,7 @@
 /*
  * Dispatch batches of one hardware queue, for the elevators whose order of
  * dispatch should be the device's order of arrival (FlashFQ's start tags,
- * CARS's die predictions).
+ * CARS's die predictions, K2's real-time first).
  *
  * blk-mq gathers what one run of a hardware queue hands out into a list
  * and, when the list holds requests of several hardware queues (a request

@@ -720,7 +720,7 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 /*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); a request of another
- * ends the batch (ffq_dispatch_request()).
+ * ends the batch (compat/iosched-batch.h).
  */
 static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 					      struct blk_mq_hw_ctx *batch)

@@ -58,9 +58,9 @@
  * queues are device-wide, not per hardware queue, because both the
  * priority order and the bound are device-wide; like mq-deadline, K2 sets
  * QUEUE_FLAG_SQ_SCHED and may return a request of another hardware queue
- * than the one being run, though not after one of a third in the same
- * dispatch batch, which blk-mq would reorder (real-time first must hold
- * at the device too: compat/iosched-batch.h).
+ * than the one being run; but one dispatch batch holds requests of one
+ * hardware queue only, since blk-mq would reorder a mixed one (real-time
+ * first must hold at the device too: compat/iosched-batch.h).
  *
  * completed_request, finish_request and requeue_request can run in hard
  * interrupt context (completions) and take no lock: the in-flight count
@@ -1632,7 +1632,7 @@ static int k2_dbg_throttled_show(void *data, struct seq_file *m)
 	return k2_dbg_locked_u64(m, kd, &kd->throttled);
 }
 
-static int k2_dbg_batches_ended_show(void *data, struct seq_file *m)
+static int k2_dbg_batch_ended_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
 	struct k2_data *kd = q->elevator->elevator_data;
@@ -1845,7 +1845,7 @@ static const struct blk_mq_debugfs_attr k2_queue_debugfs_attrs[] = {
 	{"inflight", 0400, k2_dbg_inflight_show},
 	{"throttled", 0400, k2_dbg_throttled_show},
 	{"starvation_promotions", 0400, k2_dbg_starvation_promotions_show},
-	{"batches_ended", 0400, k2_dbg_batches_ended_show},
+	{"batch_ended", 0400, k2_dbg_batch_ended_show},
 	{"uncounted", 0400, k2_dbg_uncounted_show},
 	{"stall_checks", 0400, k2_dbg_stall_checks_show},
 	{"lose_slots", 0600, k2_dbg_lose_slots_show, k2_dbg_lose_slots_write},

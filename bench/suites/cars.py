@@ -388,16 +388,17 @@ class CarsSuite(Suite):
                            (("kind", ALONE), ("workload", workload_key((r,))), ("reads", r)),
                            f"one flow of {r}% reads alone")] for r in ratios]
         region_mib = (ctx.device.size_bytes // regions) >> 20
-        notes = icount_note(a, ctx.target, runtime) + [f"flows: one fio job (process, so one I/O context and one cars flow) each, "
-                 f"random 4 KiB reads and writes (rwmixread), direct I/O, {a.ioengine} with "
-                 f"{a.iodepth} in flight; flow k in region k of {regions} ({region_mib} MiB "
-                 "each)",
-                 "cars and cars-rr (cars with filter=0: round-robin, same depth and throttle): "
-                 "the tunables matching ssdsim (bench/calibrate.py cars_tunables: "
-                 + " ".join(f"{k}={v}" for k, v in model.items() if k != "write_pointer")
-                 + "), the write pointer read from ssdsim's write_die right before each run"
-                 + (", then " + " ".join(f"{k}={v}" for k, v in extra) if extra else ""),
-                 f"slowdown baseline: each read ratio's flow alone under {BASELINE}"]
+        notes = icount_note(a, ctx.target, runtime) + [
+            f"flows: one fio job (process, so one I/O context and one cars flow) each, "
+            f"random 4 KiB reads and writes (rwmixread), direct I/O, {a.ioengine} with "
+            f"{a.iodepth} in flight; flow k in region k of {regions} ({region_mib} MiB "
+            "each)",
+            "cars and cars-rr (cars with filter=0: round-robin, same depth and throttle): "
+            "the tunables matching ssdsim (bench/calibrate.py cars_tunables: "
+            + " ".join(f"{k}={v}" for k, v in model.items() if k != "write_pointer")
+            + "), the write pointer read from ssdsim's write_die right before each run"
+            + (", then " + " ".join(f"{k}={v}" for k, v in extra) if extra else ""),
+            f"slowdown baseline: each read ratio's flow alone under {BASELINE}"]
         if cpus:
             notes.append(f"flow k pinned to CPU k mod {cpus}")
         phase = Phase("cars", blocks, write_through, "ssdsim write-through",

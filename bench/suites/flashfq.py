@@ -315,9 +315,10 @@ class FlashFQSuite(Suite):
             a.flashfq_tunables, "--flashfq-tunables", "flashfq", ctx.sched_info)
         regions = 2 * a.tasks
         region_mib = (ctx.device.size_bytes // regions) >> 20
-        notes = icount_note(a, ctx.target, runtime) + [f"tasks: one fio job (process) each, psync (one request at a time), direct "
-                 f"I/O, random offsets; task k of a run in region k of {regions} "
-                 f"({region_mib} MiB each)"]
+        notes = icount_note(a, ctx.target, runtime)
+        notes.append(f"tasks: one fio job (process) each, psync (one request at a time), "
+                     f"direct I/O, random offsets; task k of a run in region k of {regions} "
+                     f"({region_mib} MiB each)")
         if cpus:
             notes.append(f"task k pinned to CPU k mod {cpus}")
         if ctx.device.kind == "ssdsim":

@@ -9,6 +9,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import fio
 from conftest import ROOT, Guest
 
@@ -52,14 +54,27 @@ _ISSUE = re.compile(r"-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+[\d.]+: "
                     r"(?P<rwbs>[A-Z]+) (?P<sector>\d+)\+")
 
 
-def assert_driver_order(text: str, dispatch: str) -> int:
+def driver_order_trace(g: Guest, dev: str, system: str, fio_args: str) -> str:
+    """fio with @fio_args on ssdsim @dev, recording @system's events and
+    ssdsim_queue (ftrace); the text.  Skips the test when @dev has one
+    hardware queue (one CPU): no batch can mix queues."""
+    if int(g.sh(f"ls /sys/block/{dev}/mq | wc -l")) < 2:
+        pytest.skip(f"{dev} has one hardware queue here (one CPU)")
+    return ftrace_record(g, (system, "ssdsim/ssdsim_queue"),
+                         f"fio --filename=/dev/{dev} {fio_args} >/dev/null", timeout=180)
+
+
+def assert_driver_order(text: str, dispatch: str, batches_ended: int) -> None:
     """In an ftrace text with the elevator's @dispatch event and
-    ssdsim_queue: in every dispatching context (pid and CPU: a request
-    handed out is issued to the driver in the same context) the requests
-    reached ssdsim's queue_rq in the order the elevator handed them out.
-    Requests that did not reach it there (the driver asked for a retry)
-    are left out.  The number compared; asserts reads and writes took
-    part."""
+    ssdsim_queue (driver_order_trace()): in every dispatching context (pid
+    and CPU: a request handed out is issued to the driver in the same
+    context) the requests reached ssdsim's queue_rq in the order the
+    elevator handed them out.  Requests that did not reach it there (the
+    driver asked for a retry) are left out.  Also asserts that reads and
+    writes took part, that over 100 requests were compared and that the
+    elevator ended dispatch batches for another queue's request
+    (@batches_ended, its counter), so that the run tested the rule
+    (compat/iosched-batch.h)."""
     issued: dict[tuple[str, str], dict[str, list[tuple[str, int]]]] = {}
     for m in _ISSUE.finditer(text):
         if m["ev"] not in (dispatch, "ssdsim_queue"):
@@ -75,7 +90,10 @@ def assert_driver_order(text: str, dispatch: str) -> int:
         assert c["ssdsim_queue"] == sent, (where, next(
             (i, a, b) for i, (a, b) in enumerate(zip(c["ssdsim_queue"], sent)) if a != b))
         compared += len(sent)
-    return compared
+    print(f"{compared} requests compared in {len(issued)} contexts; "
+          f"batches ended {batches_ended}")
+    assert compared > 100
+    assert batches_ended > 0
 
 
 def lttng_built(g: Guest, system: str) -> bool:
