@@ -45,9 +45,9 @@
  *
  * Locking
  * -------
- * cd->lock protects struct cars_data from @s to @stats, every flow's
- * state and each hardware queue's sched_data (the queue of the dispatch
- * batch it is building: compat/iosched-batch.h).  finish_request and
+ * cd->lock protects struct cars_data from @s to @stats and every flow's
+ * state, and is the dispatch lock of the per-CPU dispatch batch records
+ * (cd->batch: compat/iosched-batch.h).  finish_request and
  * requeue_request can run in hard interrupt context, so it is taken with
  * interrupts off: spin_lock_irq() in insert,
  * dispatch, bio_merge, sysfs and debugfs, spin_lock_irqsave() in finish,
@@ -163,6 +163,8 @@ enum {
 
 struct cars_data {
 	struct request_queue *q;	/* constant */
+	/* constant pointer: the dispatch batch records (iosched-batch.h) */
+	struct iosched_batch __percpu *batch;
 
 	spinlock_t lock;		/* see "Locking" above */
 	struct cars_sched s;		/* dies, record, cache, throttle */
@@ -441,7 +443,7 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
  * order their dies were predicted in (compat/iosched-batch.h).
  */
 static struct request *__cars_dispatch_request(struct cars_data *cd,
-					       struct blk_mq_hw_ctx *batch)
+					       const struct blk_mq_hw_ctx *batch)
 {
 	struct cars_choice c;
 	struct cars_place pl;
@@ -531,18 +533,22 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 
 	spin_lock_irq(&cd->lock);
-	rq = __cars_dispatch_request(cd, iosched_batch(hctx));
-	iosched_batch_note(hctx, rq, cd->queued);
+	rq = __cars_dispatch_request(cd, iosched_batch(cd->batch, hctx));
+	iosched_batch_note(cd->batch, hctx, rq);
 	spin_unlock_irq(&cd->lock);
 
 	return rq;
 }
 
+/* False ends the dispatch batch being built (compat/iosched-batch.h). */
 static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 
-	return READ_ONCE(cd->queued) != 0;
+	if (READ_ONCE(cd->queued))
+		return true;
+	iosched_batch_idle(cd->batch);
+	return false;
 }
 
 static void cars_prepare_request(struct request *rq)
@@ -707,7 +713,8 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 				    q->node);
 	cd->cmt_mem = kvmalloc_node(cars_lru_bytes(CARS_MAX_CMT), GFP_KERNEL,
 				    q->node);
-	if (!cd->map_mem || !cd->cmt_mem)
+	cd->batch = iosched_batch_alloc();
+	if (!cd->map_mem || !cd->cmt_mem || !cd->batch)
 		goto fail;
 
 	cd->q = q;
@@ -739,6 +746,7 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	return 0;
 fail:
 	if (cd) {
+		iosched_batch_free(cd->batch);
 		kvfree(cd->map_mem);
 		kvfree(cd->cmt_mem);
 		kfree(cd);
@@ -756,6 +764,7 @@ static void cars_exit_sched(struct elevator_queue *e)
 	WARN_ONCE(cd->queued || cd->inflight,
 		  "cars: %s: %u queued, %u in flight at exit\n",
 		  cars_disk_name(cd), cd->queued, cd->inflight);
+	iosched_batch_free(cd->batch);
 	kvfree(cd->map_mem);
 	kvfree(cd->cmt_mem);
 	kfree(cd);
@@ -1067,7 +1076,6 @@ static struct elevator_type cars_sched_type = {
 		.exit_sched		= cars_exit_sched,
 		.insert_requests	= cars_insert_requests,
 		.dispatch_request	= cars_dispatch_request,
-		.init_hctx		= iosched_batch_init_hctx,
 		.has_work		= cars_has_work,
 		.prepare_request	= cars_prepare_request,
 		.finish_request		= cars_finish_request,

@@ -4,10 +4,10 @@
  * dispatch should be the device's order of arrival (FlashFQ's start tags,
  * CARS's die predictions, K2's real-time first).
  *
- * blk-mq gathers what one run of a hardware queue hands out into a list
- * and, when the list holds requests of several hardware queues (a request
- * belongs to the queue of the CPU that allocated it), sorts it by queue
- * before issuing it (__blk_mq_do_dispatch_sched(), 6.1 to 7.3 alike): a
+ * blk-mq gathers what one call of __blk_mq_do_dispatch_sched() hands out
+ * into a list (a batch) and, when the list holds requests of several
+ * hardware queues (a request belongs to the queue of the CPU that
+ * allocated it), sorts it by queue before issuing it (6.1 to 7.3 alike): a
  * request can reach the driver ahead of one handed out before it.  On a
  * device whose flash dies serve their operations in arrival order that
  * matters: under FlashFQ the write its throttle released as a lagging
@@ -19,26 +19,67 @@
  * blk-mq issues the batch and, having dispatched, asks again at once for
  * a new one, which may start with any queue.
  *
- * hctx->sched_data holds the queue of the batch a run of @hctx is building,
- * under the elevator's dispatch lock (set by iosched_batch_note() after
- * each dispatch_request): NULL when a batch ended here (NULL returned),
- * when nothing is left queued (has_work() ends the batch), and ignored
- * while blk-mq takes one request a batch (hctx->dispatch_busy).  A batch
- * that blk-mq ends otherwise (no driver tag) leaves it set: the next run's
- * first request, if of another queue, is refused once, and blk-mq runs
- * the queues again.  Requests dispatched by runs of two queues at once
- * can still reach the driver in either order.  The elevator sets
- * .init_hctx to iosched_batch_init_hctx() and keeps no other sched_data.
+ * The batch being built is remembered per CPU (a struct iosched_batch in
+ * the elevator's per-CPU area): its queue and the task building it.  A
+ * batch is built by one task, one dispatch_request after another, each
+ * after has_work() said requests are queued; so a call by another task
+ * than the one recorded starts a new batch, and the batch ends when
+ * dispatch_request returns NULL (iosched_batch_note()) or when has_work(),
+ * called by the task building it, finds nothing queued
+ * (iosched_batch_idle()).  The end cannot be taken from the queue running
+ * empty at a dispatch: another CPU may queue a request before the
+ * building task's next has_work(), which then continues the same batch
+ * (a batch that mixed queues so was seen on the debug kernel).  Ignored
+ * while blk-mq takes one request a batch (hctx->dispatch_busy).
+ *
+ * A batch that blk-mq ends otherwise (no driver tag or budget, requests on
+ * the hardware queue's own dispatch list) is still recorded: if the same
+ * task's next batch on this CPU would start with a request of another
+ * queue, that request is refused once (blk-mq then runs the queues again
+ * after a few milliseconds, or sooner on the next completion or
+ * submission).  A task preempted or moved to another CPU while building a
+ * batch, or two runs of the queues at once, can still send requests to
+ * the driver in either order.
+ *
+ * Locking: a CPU's record is written by dispatch_request under the
+ * elevator's dispatch lock, which keeps the task on its CPU, and by
+ * has_work() in task context with one this-CPU operation; interrupts
+ * never touch it.  The task pointer is an identity only, never
+ * dereferenced.
  */
 #ifndef _IOSCHED_BATCH_H
 #define _IOSCHED_BATCH_H
 
 #include <linux/blk-mq.h>
+#include <linux/percpu.h>
+#include <linux/preempt.h>
+#include <linux/sched.h>
 
-/* The queue of the batch a run of @hctx is building, or NULL: any. */
-static inline struct blk_mq_hw_ctx *iosched_batch(struct blk_mq_hw_ctx *hctx)
+struct iosched_batch {
+	const struct blk_mq_hw_ctx *queue;	/* the batch's, if @task */
+	const struct task_struct *task;		/* building it; NULL: none */
+};
+
+static inline struct iosched_batch __percpu *iosched_batch_alloc(void)
 {
-	return hctx->dispatch_busy ? NULL : hctx->sched_data;
+	return alloc_percpu(struct iosched_batch);
+}
+
+static inline void iosched_batch_free(struct iosched_batch __percpu *pb)
+{
+	free_percpu(pb);
+}
+
+/*
+ * In dispatch_request on @hctx, under the elevator's dispatch lock: the
+ * queue of the batch the current task is building, or NULL (any).
+ */
+static inline const struct blk_mq_hw_ctx *
+iosched_batch(struct iosched_batch __percpu *pb, struct blk_mq_hw_ctx *hctx)
+{
+	if (hctx->dispatch_busy || this_cpu_read(pb->task) != current)
+		return NULL;
+	return this_cpu_read(pb->queue);
 }
 
 /* Would handing out @next end the batch of queue @batch? */
@@ -49,20 +90,30 @@ static inline bool iosched_batch_ends(const struct blk_mq_hw_ctx *batch,
 }
 
 /*
- * After dispatch_request on @hctx handed out @rq (NULL: none), @more:
- * whether requests are still queued.
+ * After dispatch_request on @hctx handed out @rq (NULL: none, and the
+ * batch ends), under the elevator's dispatch lock.
  */
-static inline void iosched_batch_note(struct blk_mq_hw_ctx *hctx,
-				      struct request *rq, bool more)
+static inline void iosched_batch_note(struct iosched_batch __percpu *pb,
+				      struct blk_mq_hw_ctx *hctx,
+				      const struct request *rq)
 {
-	hctx->sched_data = rq && more ? rq->mq_hctx : NULL;
+	if (rq && !hctx->dispatch_busy) {
+		this_cpu_write(pb->queue, rq->mq_hctx);
+		this_cpu_write(pb->task, current);
+	} else {
+		this_cpu_write(pb->task, NULL);
+	}
 }
 
-static inline int iosched_batch_init_hctx(struct blk_mq_hw_ctx *hctx,
-					  unsigned int hctx_idx)
+/*
+ * has_work() found nothing queued: a batch the current task is building on
+ * this CPU has ended (blk-mq stops asking).  Lockless: one this-CPU
+ * compare-and-exchange, which preemption cannot split.
+ */
+static inline void iosched_batch_idle(struct iosched_batch __percpu *pb)
 {
-	hctx->sched_data = NULL;
-	return 0;
+	if (in_task())
+		this_cpu_cmpxchg(pb->task, current, NULL);
 }
 
 #endif /* _IOSCHED_BATCH_H */

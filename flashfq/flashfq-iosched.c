@@ -47,8 +47,8 @@
  * Locking
  * -------
  * fd->lock protects everything in struct ffq_data from @s to @stats,
- * every task's state (struct ffq_tq) and each hardware queue's sched_data
- * (the queue of the dispatch batch it is building: compat/iosched-batch.h).
+ * and every task's state (struct ffq_tq), and is the dispatch lock of the
+ * per-CPU dispatch batch records (fd->batch: compat/iosched-batch.h).
  * finish_request and requeue_request can run in hard interrupt context and
  * must update virtual time and anticipation, so the lock is taken with
  * interrupts off everywhere:
@@ -226,6 +226,8 @@ enum {
 
 struct ffq_data {
 	struct request_queue *q;	/* constant */
+	/* constant pointer: the dispatch batch records (iosched-batch.h) */
+	struct iosched_batch __percpu *batch;
 
 	spinlock_t lock;		/* see "Locking" above */
 	struct ffq_sched s;		/* tasks' order, virtual time */
@@ -723,7 +725,7 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
  * ends the batch (compat/iosched-batch.h).
  */
 static struct request *__ffq_dispatch_request(struct ffq_data *fd,
-					      struct blk_mq_hw_ctx *batch)
+					      const struct blk_mq_hw_ctx *batch)
 {
 	struct request *rq;
 	struct ffq_task *t;
@@ -794,19 +796,25 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 
 	spin_lock_irq(&fd->lock);
-	rq = __ffq_dispatch_request(fd, iosched_batch(hctx));
-	iosched_batch_note(hctx, rq, fd->queued);
+	rq = __ffq_dispatch_request(fd, iosched_batch(fd->batch, hctx));
+	iosched_batch_note(fd->batch, hctx, rq);
 	spin_unlock_irq(&fd->lock);
 
 	return rq;
 }
 
-/* True while requests are queued, also when they are held back. */
+/*
+ * True while requests are queued, also when they are held back.  False
+ * ends the dispatch batch being built (compat/iosched-batch.h).
+ */
 static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 
-	return READ_ONCE(fd->queued) != 0;
+	if (READ_ONCE(fd->queued))
+		return true;
+	iosched_batch_idle(fd->batch);
+	return false;
 }
 
 /* Called when a request is allocated, before any other callback. */
@@ -1169,7 +1177,10 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 		return -ENOMEM;
 
 	fd = kzalloc_node(sizeof(*fd), GFP_KERNEL, q->node);
-	if (!fd) {
+	if (fd)
+		fd->batch = iosched_batch_alloc();
+	if (!fd || !fd->batch) {
+		kfree(fd);
 		compat_elevator_put(eq);
 		return -ENOMEM;
 	}
@@ -1216,6 +1227,7 @@ static void ffq_exit_sched(struct elevator_queue *e)
 		  fd->s.deferred,
 		  "flashfq: %s: %u queued, %u in flight, tasks active at exit\n",
 		  ffq_disk_name(fd), fd->queued, fd->s.inflight);
+	iosched_batch_free(fd->batch);
 	kfree(fd);
 }
 
@@ -1452,7 +1464,6 @@ static struct elevator_type ffq_sched_type = {
 		.exit_sched		= ffq_exit_sched,
 		.insert_requests	= ffq_insert_requests,
 		.dispatch_request	= ffq_dispatch_request,
-		.init_hctx		= iosched_batch_init_hctx,
 		.has_work		= ffq_has_work,
 		.prepare_request	= ffq_prepare_request,
 		.finish_request		= ffq_finish_request,

@@ -47,10 +47,10 @@
  * Locking
  * -------
  * kd->lock protects the staging queues, their trees and counts, the
- * dispatch statistics, the stall detector and each hardware queue's
- * sched_data (the queue of the dispatch batch it is building:
- * compat/iosched-batch.h); it is a plain spinlock,
- * never taken in interrupt context.  insert_requests, dispatch_request and
+ * dispatch statistics and the stall detector, and is the dispatch lock of
+ * the per-CPU dispatch batch records (kd->batch: compat/iosched-batch.h,
+ * which says how has_work() ends a batch without it); it is a plain
+ * spinlock, never taken in interrupt context.  insert_requests, dispatch_request and
  * bio_merge (when something is queued) take it, and the core calls the
  * merge callbacks (request_merge, request_merged, requests_merged,
  * next_request, former_request) from blk_mq_sched_try_merge() and
@@ -249,6 +249,8 @@ struct k2_adapt {
 
 struct k2_data {
 	struct request_queue *q;	/* constant */
+	/* constant pointer: the dispatch batch records (iosched-batch.h) */
+	struct iosched_batch __percpu *batch;
 
 	/* Staging queues: everything from here to @stall under @lock. */
 	spinlock_t lock;
@@ -959,7 +961,7 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
  * ends the batch (compat/iosched-batch.h).
  */
 static struct request *__k2_dispatch_request(struct k2_data *kd,
-					     struct blk_mq_hw_ctx *batch)
+					     const struct blk_mq_hw_ctx *batch)
 {
 	unsigned long now = jiffies;
 	unsigned long be_wait = 0;
@@ -1046,8 +1048,8 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 
 	spin_lock(&kd->lock);
-	rq = __k2_dispatch_request(kd, iosched_batch(hctx));
-	iosched_batch_note(hctx, rq, kd->queued);
+	rq = __k2_dispatch_request(kd, iosched_batch(kd->batch, hctx));
+	iosched_batch_note(kd->batch, hctx, rq);
 	spin_unlock(&kd->lock);
 
 	return rq;
@@ -1099,18 +1101,22 @@ static void k2_depth_updated(compat_depth_arg arg)
 static int k2_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
 {
 	k2_min_shallow_depth(hctx);
-	return iosched_batch_init_hctx(hctx, hctx_idx);
+	return 0;
 }
 
 /*
  * True while requests are queued, also when the bound holds them back:
  * blk-mq then keeps re-running the queue, which drives k2_check_stall().
+ * False ends the dispatch batch being built (compat/iosched-batch.h).
  */
 static bool k2_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
 
-	return READ_ONCE(kd->nonempty) != 0;
+	if (READ_ONCE(kd->nonempty))
+		return true;
+	iosched_batch_idle(kd->batch);
+	return false;
 }
 
 /* Called when a request is allocated, before any other callback. */
@@ -1294,6 +1300,9 @@ static int k2_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	kd->stats = alloc_percpu(struct k2_pcpu_stats);
 	if (!kd->stats)
 		goto free_kd;
+	kd->batch = iosched_batch_alloc();
+	if (!kd->batch)
+		goto free_stats;
 
 	kd->q = q;
 	spin_lock_init(&kd->lock);
@@ -1315,6 +1324,8 @@ static int k2_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	q->elevator = eq;
 	return 0;
 
+free_stats:
+	free_percpu(kd->stats);
 free_kd:
 	kfree(kd);
 put_eq:
@@ -1340,6 +1351,7 @@ static void k2_exit_sched(struct elevator_queue *e)
 	WARN_ONCE(count, "k2: %s: in-flight count %u at exit\n",
 		  k2_disk_name(kd), count);
 
+	iosched_batch_free(kd->batch);
 	free_percpu(kd->stats);
 	kfree(kd);
 }
