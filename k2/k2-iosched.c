@@ -553,8 +553,13 @@ static bool k2_check_stall(struct k2_data *kd, u32 count, unsigned long now)
 	return true;
 }
 
-/* Take @rq off its staging queue, tree and the merge hash. */
-static void k2_remove_request(struct k2_data *kd, struct request *rq)
+/*
+ * Take @rq off its staging queue, tree and the merge hash.  Inlined in
+ * dispatch, which runs it for every request, called elsewhere
+ * (k2_remove_request()), as FlashFQ's __ffq_remove_request().
+ */
+static __always_inline void __k2_remove_request(struct k2_data *kd,
+						struct request *rq)
 {
 	unsigned long state = k2_rq_state(rq);
 	unsigned int idx = k2_rq_state_queue(state);
@@ -565,7 +570,9 @@ static void k2_remove_request(struct k2_data *kd, struct request *rq)
 	list_del_init(&rq->queuelist);
 	if (state & K2_RQ_ON_RB)
 		elv_rb_del(&kq->sort[rq_data_dir(rq)], rq);
-	elv_rqhash_del(kd->q, rq);
+	/* elv_rqhash_del()'s own test, without the call for the others */
+	if (ELV_ON_HASH(rq))
+		elv_rqhash_del(kd->q, rq);
 	if (kd->q->last_merge == rq)
 		kd->q->last_merge = NULL;
 	k2_rq_set_state(rq, state & ~(K2_RQ_QUEUED | K2_RQ_ON_RB));
@@ -573,6 +580,11 @@ static void k2_remove_request(struct k2_data *kd, struct request *rq)
 	kd->queued--;
 	if (!--kq->nr)
 		WRITE_ONCE(kd->nonempty, kd->nonempty & ~(1U << idx));
+}
+
+static noinline void k2_remove_request(struct k2_data *kd, struct request *rq)
+{
+	__k2_remove_request(kd, rq);
 }
 
 /*
@@ -1022,7 +1034,7 @@ again:
 		return NULL;
 	}
 	k2_stall_disarm(&kd->stall);
-	k2_remove_request(kd, rq);
+	__k2_remove_request(kd, rq);
 	/* As mq-deadline: no more merging into a request handed out. */
 	rq->rq_flags |= RQF_STARTED;
 
