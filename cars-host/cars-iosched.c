@@ -64,8 +64,8 @@
  * which takes a reference on the io_context that finish_request drops:
  * the flow lives while any of its requests does.  prepare_request waits
  * for init_icq to have set ready (iosched_icq_wait_ready(): another task
- * of the context can find an io_cq init_icq has not set up yet).  Requests without one
- * share cd->anon.  A flow with queued requests is on cd->rr, in
+ * of the context can find an io_cq init_icq has not set up yet).  Requests
+ * without one share cd->anon.  A flow with queued requests is on cd->rr, in
  * round-robin order: a flow served goes to its tail.  A pick looks at the
  * oldest @lookahead requests of each flow, CARS_SCAN in all.
  *
@@ -545,10 +545,7 @@ static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 
-	if (READ_ONCE(cd->queued))
-		return true;
-	iosched_batch_idle(cd->batch);
-	return false;
+	return iosched_batch_has_work(cd->batch, READ_ONCE(cd->queued));
 }
 
 static void cars_prepare_request(struct request *rq)

@@ -26,8 +26,8 @@
  * than the one recorded starts a new batch, and the batch ends when
  * dispatch_request returns NULL (iosched_batch_note()) or when has_work(),
  * called by the task building it, finds nothing queued
- * (iosched_batch_idle()).  The end cannot be taken from the queue running
- * empty at a dispatch: another CPU may queue a request before the
+ * (iosched_batch_has_work()).  The end cannot be taken from the queue
+ * running empty at a dispatch: another CPU may queue a request before the
  * building task's next has_work(), which then continues the same batch
  * (a batch that mixed queues so was seen on the debug kernel).  Ignored
  * while blk-mq takes one request a batch (hctx->dispatch_busy).
@@ -114,6 +114,20 @@ static inline void iosched_batch_idle(struct iosched_batch __percpu *pb)
 {
 	if (in_task())
 		this_cpu_cmpxchg(pb->task, current, NULL);
+}
+
+/*
+ * The whole of has_work() for an elevator that uses batches: @queued (its
+ * own lockless "requests are queued"), ending the batch when false, so
+ * that an elevator cannot answer has_work() without it.
+ */
+static inline bool iosched_batch_has_work(struct iosched_batch __percpu *pb,
+					  bool queued)
+{
+	if (queued)
+		return true;
+	iosched_batch_idle(pb);
+	return false;
 }
 
 #endif /* _IOSCHED_BATCH_H */

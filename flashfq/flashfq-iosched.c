@@ -823,10 +823,7 @@ static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 
-	if (READ_ONCE(fd->queued))
-		return true;
-	iosched_batch_idle(fd->batch);
-	return false;
+	return iosched_batch_has_work(fd->batch, READ_ONCE(fd->queued));
 }
 
 /* Called when a request is allocated, before any other callback. */

@@ -46,21 +46,21 @@
  *
  * Locking
  * -------
- * kd->lock protects the staging queues, their trees and counts, the
- * dispatch statistics and the stall detector, and is the dispatch lock of
- * the per-CPU dispatch batch records (kd->batch: compat/iosched-batch.h,
- * which says how has_work() ends a batch without it); it is a plain
- * spinlock, never taken in interrupt context.  insert_requests, dispatch_request and
- * bio_merge (when something is queued) take it, and the core calls the
- * merge callbacks (request_merge, request_merged, requests_merged,
- * next_request, former_request) from blk_mq_sched_try_merge() and
- * blk_mq_sched_try_insert_merge(), which K2 calls with it held.  The
- * queues are device-wide, not per hardware queue, because both the
- * priority order and the bound are device-wide; like mq-deadline, K2 sets
- * QUEUE_FLAG_SQ_SCHED and may return a request of another hardware queue
- * than the one being run; but one dispatch batch holds requests of one
- * hardware queue only, since blk-mq would reorder a mixed one (real-time
- * first must hold at the device too: compat/iosched-batch.h).
+ * kd->lock protects the staging queues, their trees and counts, the dispatch
+ * statistics and the stall detector, and is the dispatch lock of the per-CPU
+ * dispatch batch records (kd->batch: compat/iosched-batch.h, which says how
+ * has_work() ends a batch without it); it is a plain spinlock, never taken in
+ * interrupt context.  insert_requests, dispatch_request and bio_merge (when
+ * something is queued) take it, and the core calls the merge callbacks
+ * (request_merge, request_merged, requests_merged, next_request,
+ * former_request) from blk_mq_sched_try_merge() and
+ * blk_mq_sched_try_insert_merge(), which K2 calls with it held.  The queues are
+ * device-wide, not per hardware queue, because both the priority order and the
+ * bound are device-wide; like mq-deadline, K2 sets QUEUE_FLAG_SQ_SCHED and may
+ * return a request of another hardware queue than the one being run; but one
+ * dispatch batch holds requests of one hardware queue only, since blk-mq would
+ * reorder a mixed one (real-time first must hold at the device too:
+ * compat/iosched-batch.h).
  *
  * completed_request, finish_request and requeue_request can run in hard
  * interrupt context (completions) and take no lock: the in-flight count
@@ -1125,10 +1125,7 @@ static bool k2_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
 
-	if (READ_ONCE(kd->nonempty))
-		return true;
-	iosched_batch_idle(kd->batch);
-	return false;
+	return iosched_batch_has_work(kd->batch, READ_ONCE(kd->nonempty));
 }
 
 /* Called when a request is allocated, before any other callback. */
