@@ -93,6 +93,11 @@ class Symbols:
         i = bisect.bisect_right(self.addrs, addr) - 1
         return self.names[i] if i >= 0 else "user"
 
+    def start(self, addr: int) -> int | None:
+        """The address of the symbol at or below @addr (None: "user")."""
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        return self.addrs[i] if i >= 0 else None
+
 
 def per_symbol(delta: dict[Block, int], syms: Symbols) -> Counter[str]:
     """Instructions run per symbol (a block counts for the symbol it starts in)."""
@@ -100,6 +105,29 @@ def per_symbol(delta: dict[Block, int], syms: Symbols) -> Counter[str]:
     for (addr, insns), n in delta.items():
         out[syms.name(addr)] += insns * n
     return out
+
+
+def blocks_of(delta: dict[Block, int], syms: Symbols, func: str,
+              ios: int) -> list[tuple[int, int, float]]:
+    """The blocks of @func that ran: (offset from its start, as objdump of
+    its module or vmlinux shows past the function's own address;
+    instructions; executions per I/O), by offset."""
+    out = []
+    for (addr, insns), n in delta.items():
+        if syms.name(addr) == func:
+            start = syms.start(addr)
+            assert start is not None
+            out.append((addr - start, insns, n / max(ios, 1)))
+    return sorted(out)
+
+
+def render_blocks(func: str, sched: str, blocks: list[tuple[int, int, float]]) -> str:
+    """Per block of @func: where, how long, how often, instructions per I/O."""
+    lines = [f"{func} under {sched}: offset  instructions  runs/IO  instructions/IO"]
+    lines += [f"  +{off:#06x}  {insns:12d}  {runs:7.2f}  {insns * runs:15.1f}"
+              for off, insns, runs in blocks]
+    lines.append(f"  total {sum(i * r for _, i, r in blocks):.1f}")
+    return "\n".join(lines)
 
 
 def render(results: dict[str, tuple[int, Counter[str]]], top: int) -> str:
@@ -165,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runtime", type=float, default=2.0, help="fio seconds (default 2)")
     p.add_argument("--iodepth", type=int, default=32, help="(default 32)")
     p.add_argument("--top", type=int, default=40, help="functions shown (default 40)")
+    p.add_argument("--blocks", action="append", default=[], metavar="FUNC",
+                   help="also each translated block of FUNC (as the table names it, e.g. "
+                        "'k2_dispatch_request[k2_iosched]'): its offset in the function, "
+                        "to read beside objdump -d, and how often it ran per I/O")
     a = p.parse_args(argv)
     try:
         tunes = parse_tune(a.tune)
@@ -223,8 +255,13 @@ def main(argv: list[str] | None = None) -> int:
             after = snapshot()
             kib = int(r.out.strip().split()[-1])
             ios = kib * 1024 // BS
-            results[s] = (ios, per_symbol(diff_counts(after, before), syms))
+            delta = diff_counts(after, before)
+            results[s] = (ios, per_symbol(delta, syms))
             print(f"{s}: {ios} I/Os", flush=True)
+            for func in a.blocks:
+                blocks = blocks_of(delta, syms, func, ios)
+                if blocks:
+                    print(render_blocks(func, s, blocks), flush=True)
         print(render(results, a.top))
     return 0
 

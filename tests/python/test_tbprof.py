@@ -54,6 +54,20 @@ def test_instructions_per_symbol_weigh_blocks_by_size() -> None:
     assert per == Counter({"helper": 56, "user": 7})
 
 
+def test_blocks_of_a_function_by_offset_per_io() -> None:
+    """--blocks: a function's blocks at their offsets from its start (to
+    read beside objdump), how often each ran per I/O, and their total."""
+    s = tbprof.Symbols.parse([KALLSYMS])
+    delta = {(0xffffffffc0000420, 3): 20, (0xffffffffc0000400, 6): 10,
+             (0xffffffffc0000010, 4): 99, (0x401000, 7): 1}
+    blocks = tbprof.blocks_of(delta, s, "ffq_insert_requests[flashfq_iosched]", 10)
+    assert blocks == [(0x0, 6, 1.0), (0x20, 3, 2.0)]
+    text = tbprof.render_blocks("ffq_insert_requests[flashfq_iosched]", "flashfq", blocks)
+    assert text.splitlines()[1].split() == ["+0x0000", "6", "1.00", "6.0"]
+    assert text.splitlines()[-1].split() == ["total", "12.0"]
+    assert s.start(0x400000) is None
+
+
 def test_table_puts_the_largest_difference_first() -> None:
     results = {"fifo-ref": (100, Counter({"a": 1000, "b": 5000, "fifo_x": 300})),
                "flashfq": (50, Counter({"a": 500, "b": 5000, "ffq_y": 4000}))}
