@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 @contextmanager
 def target_for(a: argparse.Namespace) -> Iterator[Target]:
     """This machine, or with --vm a booted VM test bed (ssdsim loaded when
-    the device is ssdsim)."""
+    the device is ssdsim), configured as @a's suite asks (vm_config()), or
+    with a.icount set its clock counting instructions."""
     from bench.target import LocalTarget
     if not a.vm:
         yield LocalTarget()
@@ -32,6 +33,8 @@ def target_for(a: argparse.Namespace) -> Iterator[Target]:
     cfg: dict[str, Any] = {}
     if getattr(a, "suite", None):
         cfg = suites.get(a.suite).vm_config(a)
+    elif getattr(a, "icount", None) is not None:
+        cfg = {"icount": a.icount}
     with booted(kernel, build=True, **cfg) as target:
         if getattr(a, "device", None) and a.device.lstrip("/").removeprefix("dev/").startswith(
                 "ssdsim"):

@@ -14,6 +14,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +84,19 @@ class Target(ABC):
         except TargetError:
             pass
 
+    def clock(self) -> float:
+        """The target's monotonic clock, in seconds (a VM's own clock: with
+        --icount it counts the guest's instructions, not the host's time)."""
+        out = self.check("cut -d' ' -f1 /proc/uptime", what="reading the clock")
+        try:
+            return float(out.strip())
+        except ValueError:
+            raise TargetError(f"/proc/uptime on {self.name()}: {out.strip()[:80]!r}") from None
+
+    def sleep(self, seconds: float) -> None:
+        """Wait @seconds of the target's clock (clock())."""
+        self.check(f"sleep {seconds:g}", timeout=seconds + 60, what="sleeping")
+
     def name(self) -> str:
         return self.describe().get("kind", type(self).__name__)
 
@@ -127,6 +141,12 @@ class LocalTarget(Target):
                 return Result(124, f"timed out after {timeout:.0f} s: {script.strip()[:200]}")
             raise
         return Result(p.returncode, out.decode(errors="replace"))
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def read_file(self, path: str) -> bytes:
         try:

@@ -112,11 +112,19 @@ class FakeTarget(Target):
         self.on_fio: Callable[[FakeTarget], None] | None = None
         self.sticky: set[str] = set()      # tunables that ignore writes
         self.tmpdir = "/tmp/fake-bench"
+        self.now = 0.0                     # clock()
 
     # -- Target ----------------------------------------------------------------
     @property
     def is_local(self) -> bool:
         return False
+
+    def clock(self) -> float:
+        """A simulated clock: only sleep() moves it."""
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
     def describe(self) -> dict[str, str]:
         return {"kind": "fake", "kernel": "6.1.0-test", "host": "fake", "cpus": "2",

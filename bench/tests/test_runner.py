@@ -16,7 +16,8 @@ from bench.device import DeviceInfo, TunableError
 from bench.runner import (Cleanups, Config, Manifest, Phase, Plan, Progress, RunContext,
                           apply, execute, order)
 from bench.suites import get
-from bench.tests.fake import FakeTarget
+from bench.target import LocalTarget, Target, TargetError
+from bench.tests.fake import FakeTarget, Result
 
 
 def cfg(key: str, sched: str = "none", tun: tuple[tuple[str, Any], ...] = ()) -> Config:
@@ -481,3 +482,41 @@ def test_demo_reloads_ssdsim_for_a_suite_that_asks_and_puts_it_back(
     assert demo._run_one(gone, s, "k", "ssdsim0", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
     assert calls == [("load", "ssdsim0", {"time_scale": "20", "fill_percent": "0"}),
                      ("run", "kyber-grid")]
+
+
+class Uptime(FakeTarget):
+    """The base class's clock and sleep, through the target's shell."""
+
+    def __init__(self, uptime: str) -> None:
+        super().__init__()
+        self.uptime = uptime
+
+    def clock(self) -> float:
+        return Target.clock(self)
+
+    def sleep(self, seconds: float) -> None:
+        Target.sleep(self, seconds)
+
+    def run(self, script: str, timeout: float = 300.0) -> Result:
+        self.log.append(script)
+        if script == "cut -d' ' -f1 /proc/uptime":
+            return Result(0, self.uptime)
+        if script.startswith("sleep "):
+            return Result(0, "")
+        return Result(127, "unknown")
+
+
+def test_a_targets_clock_is_its_own() -> None:
+    """A VM's clock is the guest's (/proc/uptime; with --icount it counts
+    instructions) and its sleep waits in the guest; this machine's are
+    the host's."""
+    t = Uptime("1234.56\n")
+    assert t.clock() == 1234.56
+    t.sleep(0.25)
+    assert t.log[-1] == "sleep 0.25"
+    with pytest.raises(TargetError, match="uptime"):
+        Uptime("garbage\n").clock()
+    local = LocalTarget()
+    a = local.clock()
+    local.sleep(0.01)
+    assert local.clock() - a >= 0.01

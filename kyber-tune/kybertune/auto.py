@@ -76,7 +76,6 @@ import csv
 import json
 import math
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,12 +314,16 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
         duration: float = 0.0, w_min_us: float | None = None, w_max_us: float | None = None,
         select: bool = False, out: TextIO | None = None,
         source: Callable[[Target, str, Callable[[str, Callable[[], None]], None]], Source]
-        | None = None, sleep: Callable[[float], None] = time.sleep,
-        log: Path | None = None) -> AutoResult:
+        | None = None, sleep: Callable[[float], None] | None = None,
+        log: Path | None = None, clock: Callable[[], float] | None = None) -> AutoResult:
     """Tune /dev/@device until @duration seconds have passed (0: until
     Ctrl-C or SIGTERM); the targets and the scheduler are put back at the
     end, also after an error.  Each period's row goes to @out and to the
-    CSV @log as it happens."""
+    CSV @log as it happens.  Periods and @duration are of the target's
+    clock (@sleep and @clock, by default the target's: a VM's own, which
+    with --icount counts instructions)."""
+    sleep = sleep or target.sleep
+    clock = clock or target.clock
     if objective_us <= 0 or period <= 0 or duration < 0:
         raise ValueError("--read-p99-us and --period must be > 0, --duration >= 0")
     dev = devmod.resolve(target, device)
@@ -354,17 +357,17 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
             devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
             src = (source or KyberEvents)(target, dev, cleanups.add)
             writer = _csv(log)
-            t0 = time.monotonic()
+            t0 = clock()
             last = _stat(target, dev)
-            t_last = time.monotonic()
+            t_last = clock()
             stall = Stall()
             depth: dict[str, int] = {}
-            while duration == 0 or time.monotonic() - t0 < duration:
+            while duration == 0 or clock() - t0 < duration:
                 sleep(period)
                 wins, d = src.poll()
                 depth.update(d)
                 kyber, n = read_ratio(wins)
-                now, t_now = _stat(target, dev), time.monotonic()
+                now, t_now = _stat(target, dev), clock()
                 reads, ms, writes = (now[i] - last[i] for i in range(3))
                 stalled = stall.update(reads, writes, t_now - t_last, objective_us)
                 last, t_last = now, t_now
@@ -375,7 +378,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                 action = ctl.update(ratio, calm=sig == "calm")
                 if ctl.w_ns != w_before:
                     devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
-                row = Row(round(time.monotonic() - t0, 2), obj_ns, ctl.w_ns, ratio,
+                row = Row(round(clock() - t0, 2), obj_ns, ctl.w_ns, ratio,
                           None if kyber is None else kyber * objective_us, n, mean_ms,
                           depth.get("READ"), depth.get("WRITE"), action, sig)
                 res.rows.append(row)

@@ -20,6 +20,7 @@ from bench import results as resmod
 from bench import device as devmod
 from bench.device import DeviceError
 from bench.results import ResultsError, Summary
+from bench.suites import add_icount_argument
 from bench.target import TargetError
 from scripts.vmbed import VMError
 
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--kernel", help="with --vm: kernel release")
     au.add_argument("--ssdsim", metavar="PARAMS", default="",
                     help="with --vm and an ssdsim device: its module parameters")
+    add_icount_argument(au, "--period and --duration are then of the guest's clock")
     be = sub.add_parser("bench", help="auto against a grid's static points: a writer starts "
                         "halfway beside a latency-bound reader",
                         description="A reader (the grid workload's R side) runs alone for half "
@@ -134,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--out", help="default: <grid folder>-bench-<UTC time>")
     be.add_argument("--vm", action="store_true", help="in the VM test bed")
     be.add_argument("--kernel", help="with --vm: kernel release (default: the grid's)")
+    add_icount_argument(be, "the reader's and writer's figures and auto's periods are of "
+                        "the guest's clock (default: the grid's, so that both are measured "
+                        "on the same clock)")
     return ap
 
 
@@ -145,6 +150,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     a.device = a.device or res.manifest["device"]["path"]
     if a.vm and not a.kernel:
         a.kernel = res.manifest["target"].get("kernel")
+    a.icount = vm_icount(a, res)
     a.ssdsim = ssdsim_params(res.manifest)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out = Path(a.out or f"{Path(a.grid).resolve()}-bench-{stamp}")
@@ -166,6 +172,7 @@ def cmd_auto(a: argparse.Namespace) -> int:
     name = a.device.rsplit("/", 1)[-1]
     out = Path(a.out or bench_cli.ROOT / "results" / f"kyber-auto-{name}-{stamp}")
     a.trace = None
+    vm_icount(a, None)
     with bench_cli.target_for(a) as target:
         res = auto.run(target, a.device, a.read_p99_us, a.period, a.duration,
                        a.write_min_us, a.write_max_us, a.select, sys.stdout,
@@ -178,6 +185,22 @@ def cmd_auto(a: argparse.Namespace) -> int:
         print(f"{s['over']} of {s['periods']} periods over the objective; log, plot and "
               f"summary in {out}")
     return 0
+
+
+def vm_icount(a: argparse.Namespace, grid: resmod.Results | None) -> int | None:
+    """The instruction-counting clock's shift for a.vm: --icount, else the
+    @grid's (verify and bench compare with it); ValueError for --icount
+    without --vm."""
+    given = getattr(a, "icount", None)
+    if not a.vm:
+        if given is not None:
+            raise ValueError("--icount is for the VM test bed (--vm): this machine's clock "
+                             "is its own")
+        return None
+    if given is not None:
+        return int(given)
+    got = grid.manifest["params"].get("icount") if grid is not None else None
+    return None if got is None else int(got)
 
 
 def _load_grid(folder: str) -> resmod.Results:
@@ -265,6 +288,8 @@ def verify_argv(res: resmod.Results, rec: Recommendation, device: str | None, re
         argv += ["--vm", "--kernel", kernel or m["target"].get("kernel", "")]
         if m["device"].get("kind") == "ssdsim":
             argv += ["--ssdsim", ssdsim_params(m)]
+        if p.get("icount") is not None:
+            argv += ["--icount", str(p["icount"])]
     if p.get("write_through"):
         argv.append("--write-through")
     return argv

@@ -31,7 +31,7 @@ from bench import fio, jobs, prep
 from bench.report import figure, save, table
 from bench.results import Results, Run, Summary, summarize
 from bench.runner import Config, Phase, Plan, RunContext, RunError
-from bench.suites import Sched, Suite, SuiteReport
+from bench.suites import Sched, Suite, SuiteReport, add_icount_argument, icount_note
 from bench.suites.kyber_baseline import Workload, depth_note
 from bench.suites.kyber_baseline import jobfile as baseline_jobfile
 from bench.target import q
@@ -226,6 +226,9 @@ class KyberGrid(Suite):
         p.add_argument("--dead-tolerance", type=float, default=deadmod.TOLERANCE,
                        help="dead space: differences of means up to this fraction count as "
                        f"none (default {deadmod.TOLERANCE})")
+        add_icount_argument(p, "latencies and IOPS are of the guest's time, which a host "
+                            "that stalls the VM does not enter; kyber-tune's verify and "
+                            "bench of this grid run on the same clock")
 
     def plan(self, ctx: RunContext) -> Plan:
         a = ctx.args
@@ -264,7 +267,7 @@ class KyberGrid(Suite):
                     f"{wl}/{key}", "kyber", text, runtime + ramp,
                     tunables=(("read_lat_nsec", rns), ("write_lat_nsec", wns)),
                     labels=(("workload", wl), ("read_ns", rns), ("write_ns", wns), *extra))])
-        notes = []
+        notes = icount_note(a, ctx.target, runtime)
         if scale != 1:
             notes.append(f"ssdsim time_scale {scale}: every target is written to sysfs as "
                          f"{scale} x the device time shown (e.g. {read_us[0]:g} us -> "
@@ -288,7 +291,7 @@ class KyberGrid(Suite):
                     {"workloads": names, "read_us": read_us, "write_us": write_us,
                      "time_scale": scale, "fs": a.fs, "dead_tolerance": a.dead_tolerance,
                      "write_through": a.write_through,
-                     "default_ns": list(dflt)})
+                     "default_ns": list(dflt), "icount": a.icount})
 
     @staticmethod
     def _fresh_fs(ctx: RunContext, fs: str, mnt: str | None) -> Any:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -124,11 +123,12 @@ def run(target: Target, grid: Results, device: str, objective_us: float, workloa
                      "> /dev/null 2>&1 &", what="starting fio")
         res = auto.run(target, dev, objective_us, period, runtime, out=out,
                        log=out_dir / "log.csv")
-        deadline = time.monotonic() + runtime + 120
+        # auto ran @runtime s of the target's clock, as fio does
+        deadline = target.clock() + 120
         while target.run(f"[ -e {q(tmp)}/rc ]").rc != 0:
-            if time.monotonic() > deadline:
-                raise DeviceError("fio did not finish")
-            time.sleep(1)
+            if target.clock() > deadline:
+                raise DeviceError("fio did not finish 120 s after its runtime")
+            target.sleep(1)
         rc = target.check(f"cat {q(tmp)}/rc").strip()
         raw = target.check(f"cat {q(tmp)}/out.json")
         (out_dir / "fio.json").write_text(raw)
@@ -144,12 +144,14 @@ def run(target: Target, grid: Results, device: str, objective_us: float, workloa
     o = Outcome(objective_us, fio.percentile(fio.job_stats(r, "after", "read"), 99.0),
                 fio.percentile(fio.job_stats(r, "before", "read"), 99.0),
                 fio.job_stats(r, "writer", "write").iops, best, best_name, default, res.rows)
-    write_report(o, out_dir, grid, workload, runtime, settle)
+    write_report(o, out_dir, grid, workload, runtime, settle, target.describe().get("kind", ""))
     return o
 
 
 def write_report(o: Outcome, out_dir: Path, grid: Results, workload: str, runtime: float,
-                 settle: float) -> Path:
+                 settle: float, where: str = "") -> Path:
+    """report.md and summary.json in @out_dir; @where: the target's kind
+    (a VM's names its clock)."""
     auto.plot(o.rows, o.objective_us, out_dir / "auto.png")
     rows: list[list[object]] = [
         ["auto (reader from the writer's start + settle)", f"{o.after_p99_us / 1000:.3f}",
@@ -165,7 +167,8 @@ def write_report(o: Outcome, out_dir: Path, grid: Results, workload: str, runtim
             f"Objective: read P99 <= {o.objective_us:g} us. The reader runs alone for "
             f"{runtime / 2:g} s (its P99 {o.before_p99_us / 1000:.3f} ms), then a writer "
             f"starts beside it; the reader is measured from {settle:g} s after that. The "
-            f"static figures are the grid's ({grid.folder}), measured with both running.\n\n"
+            f"static figures are the grid's ({grid.folder}), measured with both running."
+            + (f" Target: {where}." if where else "") + "\n\n"
             + table(["", "read P99 (ms)", "write IOPS"], rows)
             + "\n" + "".join(f"- {k}: **{'yes' if v else 'no' if v is not None else 'n/a'}**\n"
                              for k, v in goals.items())

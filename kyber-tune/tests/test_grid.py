@@ -3,6 +3,7 @@ kernel: the runner's simulated target with a Kyber whose latencies follow
 its targets."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -16,7 +17,7 @@ from bench.jobs import parse_options
 from bench.tests.fake import FakeTarget, Result, Validator, run_fake
 from bench.tests.test_report import is_png
 from kybertune import dead, grid
-from kybertune.cli import compare, main, ssdsim_params, verify_argv
+from kybertune.cli import compare, main, ssdsim_params, verify_argv, vm_icount
 from kybertune.recommend import Objective, recommend
 
 
@@ -301,7 +302,39 @@ def test_recommend_and_verify_command_lines(grid_run: tuple[Path, KyberTarget, s
                        vm=True, kernel="k")
     assert argv[-6:] == ["--vm", "--kernel", "k", "--ssdsim", "time_scale=20 write_buffer_kb=0",
                          "--write-through"]
+    # a grid on the instruction-counting clock: the re-run on the same clock
+    res.manifest["params"]["icount"] = 3
+    argv = verify_argv(res, rec, device=None, reps=3, out="/tmp/v", destroy_data=None,
+                       vm=True, kernel="k")
+    assert argv[-3:] == ["--icount", "3", "--write-through"]
+    assert "--icount" not in verify_argv(res, rec, device=None, reps=3, out="/tmp/v",
+                                         destroy_data=None, vm=False, kernel=None)
     assert ssdsim_params({"device": {"kind": "nvme"}}) == ""
     cmp = compare(rec, {"read_p99_us": rec.best.cell.samples["read_p99_us"],  # type: ignore
                         "read_iops": [1.0], "write_iops": rec.best.cell.samples["write_iops"]})  # type: ignore
     assert re.search(r"read P99 ms .* yes", cmp) and re.search(r"read IOPS .* NO", cmp)
+
+
+def test_bench_and_auto_take_the_grids_clock(grid_run: tuple[Path, KyberTarget, str]) -> None:
+    """kyber-tune bench --vm runs on the clock its grid was measured on
+    (--icount overrides); --icount without --vm is refused."""
+    out, _, _ = grid_run
+    res = resmod.load(out)
+    ns = argparse.Namespace
+    assert vm_icount(ns(vm=True, icount=None), res) is None
+    res.manifest["params"]["icount"] = 3
+    assert vm_icount(ns(vm=True, icount=None), res) == 3
+    assert vm_icount(ns(vm=True, icount=2), res) == 2
+    assert vm_icount(ns(vm=False, icount=None), res) is None
+    with pytest.raises(ValueError, match="--icount is for the VM"):
+        vm_icount(ns(vm=False, icount=3), None)
+    assert main(["auto", "--device", "fake0", "--read-p99-us", "100", "--icount", "3"]) == 1
+
+
+def test_grid_asks_for_an_icount_vm() -> None:
+    """The grid suite takes --icount: its VM's clock then counts
+    instructions (on this machine icount_note() refuses it)."""
+    from bench.args import parse
+    from bench.suites import get
+    a = parse(["run", "kyber-grid", "--vm", "--icount", "3"])
+    assert get("kyber-grid").vm_config(a) == {"icount": 3}
