@@ -419,21 +419,13 @@ static void k2_kick_throttled(struct k2_data *kd)
 		blk_mq_run_hw_queues(kd->q, true);
 }
 
-/*
- * Give back the slot @rq holds, if it holds one.  Lock-free; may run in
- * hard interrupt context.  Returns whether @rq was counted, and stores the
- * count left in *@left.  The caller re-runs a throttled queue
- * (k2_kick_throttled()) once it may.
- */
-static bool k2_uncount(struct k2_data *kd, struct request *rq, u32 *left)
+/* k2_uncount() for a request counted in flight (its @state). */
+static noinline void __k2_uncount(struct k2_data *kd, struct request *rq,
+				  unsigned long state, u32 *left)
 {
-	unsigned long state = k2_rq_state(rq);
 	int old = atomic_read(&kd->inflight);
 	bool ok;
 	u32 new;
-
-	if (!(state & K2_RQ_COUNTED))
-		return false;
 
 	do {
 		ok = k2_inflight_dec(old, &new);
@@ -454,6 +446,23 @@ static bool k2_uncount(struct k2_data *kd, struct request *rq, u32 *left)
 			  k2_disk_name(kd));
 	}
 	*left = new;
+}
+
+/*
+ * Give back the slot @rq holds, if it holds one.  Lock-free; may run in
+ * hard interrupt context.  Returns whether @rq was counted, and stores the
+ * count left in *@left.  The caller re-runs a throttled queue
+ * (k2_kick_throttled()) once it may.  The test is inline: most insertions
+ * find no slot to give back.
+ */
+static __always_inline bool k2_uncount(struct k2_data *kd, struct request *rq,
+				       u32 *left)
+{
+	unsigned long state = k2_rq_state(rq);
+
+	if (!(state & K2_RQ_COUNTED))
+		return false;
+	__k2_uncount(kd, rq, state, left);
 	return true;
 }
 

@@ -34,6 +34,12 @@ static inline int fls64(u64 x)
 	return x ? 64 - __builtin_clzll(x) : 0;
 }
 
+/* include/asm-generic/bitops/__ffs.h: first set bit, 0-based; undefined for 0 */
+static inline unsigned long __ffs(unsigned long word)
+{
+	return __builtin_ctzl(word);
+}
+
 /*
  * I/O priorities, as include/uapi/linux/ioprio.h of Linux 6.12 defines them
  * (6.1.192 has the same values).  Copied rather than included because the
