@@ -362,8 +362,13 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
             t_last = clock()
             stall = Stall()
             depth: dict[str, int] = {}
-            while duration == 0 or clock() - t0 < duration:
-                sleep(period)
+            due = t_last
+            while duration == 0 or t_last - t0 < duration:
+                # periods start every @period: the reads and writes of the
+                # one before (guest commands, in the VM) come off the wait
+                due = max(due + period, t_last)
+                if due > t_last:
+                    sleep(due - t_last)
                 wins, d = src.poll()
                 depth.update(d)
                 kyber, n = read_ratio(wins)
@@ -378,7 +383,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                 action = ctl.update(ratio, calm=sig == "calm")
                 if ctl.w_ns != w_before:
                     devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
-                row = Row(round(clock() - t0, 2), obj_ns, ctl.w_ns, ratio,
+                row = Row(round(t_now - t0, 2), obj_ns, ctl.w_ns, ratio,
                           None if kyber is None else kyber * objective_us, n, mean_ms,
                           depth.get("READ"), depth.get("WRITE"), action, sig)
                 res.rows.append(row)

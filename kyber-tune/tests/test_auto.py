@@ -276,6 +276,31 @@ def test_run_tunes_logs_and_restores_on_a_signal(tmp_path: Path) -> None:
     assert s["periods"] == 12 and s["over"] == 0
 
 
+class Slow(Live):
+    """Reading the statistics takes 0.3 s of the target's clock."""
+
+    def run(self, script: str, timeout: float = 300.0) -> Result:
+        if script.strip() == "cat /sys/class/block/fake0/stat":
+            self.now += 0.3
+        return super().run(script, timeout)
+
+
+def test_periods_keep_their_cadence_on_the_targets_clock() -> None:
+    """Periods start every --period of the target's clock (by default the
+    target's own sleep and clock: the guest's in the VM), however long the
+    period's own commands take, and --duration ends the run on that clock."""
+    t = Slow()
+    res = auto.run(t, "fake0", R / 1000, period=1.0, duration=5.0,
+                   source=lambda *_: Source(t, 100))
+    # a row's time is its statistics' (read 0.3 s after the first at 0.3)
+    assert [r.t for r in res.rows] == [1.6, 2.6, 3.6, 4.6, 5.6]
+    # commands longer than the period: the next starts at once
+    t = Slow()
+    res = auto.run(t, "fake0", R / 1000, period=0.2, duration=1.0,
+                   source=lambda *_: Source(t, 100))
+    assert [r.t for r in res.rows] == [0.8, 1.1]
+
+
 def test_run_restores_after_an_error_and_needs_kyber(tmp_path: Path) -> None:
     t = Live()
     t.values["write_lat_nsec"] = "300"
