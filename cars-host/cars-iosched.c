@@ -335,12 +335,27 @@ static void cars_kick(struct cars_data *cd, bool held)
 		blk_mq_run_hw_queues(cd->q, true);
 }
 
+/* cars_release() of a request placed in the device (its @word). */
+static noinline void __cars_release(struct cars_data *cd, struct request *rq,
+				    u64 word, struct cars_place *pl)
+{
+	*pl = cars_rq_place(word);
+	cars_completed(&cd->s, pl, ktime_get_ns());
+	cars_rq_put(rq, word & CARS_RQ_FLAGS);
+	if (WARN_ONCE(!cd->inflight, "cars: %s: in-flight count below zero\n",
+		      cars_disk_name(cd)))
+		return;
+	cd->inflight--;
+}
+
 /*
  * Give back @rq's slot and die reservations, if it holds them (true), and
- * say where it was placed in @pl.
+ * say where it was placed in @pl.  The test is inline: an insertion
+ * almost never finds a request placed.
  */
-static bool cars_release(struct cars_data *cd, struct request *rq,
-			 struct cars_place *pl)
+static __always_inline bool cars_release(struct cars_data *cd,
+					 struct request *rq,
+					 struct cars_place *pl)
 {
 	u64 word = cars_rq_get(rq);
 
@@ -348,29 +363,34 @@ static bool cars_release(struct cars_data *cd, struct request *rq,
 
 	if (!(word & CARS_RQ_PLACED))
 		return false;
-	*pl = cars_rq_place(word);
-	cars_completed(&cd->s, pl, ktime_get_ns());
-	cars_rq_put(rq, word & CARS_RQ_FLAGS);
-	if (WARN_ONCE(!cd->inflight, "cars: %s: in-flight count below zero\n",
-		      cars_disk_name(cd)))
-		return true;
-	cd->inflight--;
+	__cars_release(cd, rq, word, pl);
 	return true;
 }
 
-static void cars_remove_request(struct cars_data *cd, struct cars_flow *f,
-				struct request *rq)
+/* Take @rq off its flow: inline at dispatch, a call from the merge path. */
+static __always_inline void __cars_remove_request(struct cars_data *cd,
+						  struct cars_flow *f,
+						  struct request *rq)
 {
 	lockdep_assert_held(&cd->lock);
 
 	list_del_init(&rq->queuelist);
-	elv_rqhash_del(cd->q, rq);
+	/* elv_rqhash_del()'s own test, without the call for the others */
+	if (ELV_ON_HASH(rq))
+		elv_rqhash_del(cd->q, rq);
 	if (cd->q->last_merge == rq)
 		cd->q->last_merge = NULL;
 	cars_rq_put(rq, cars_rq_get(rq) & ~CARS_RQ_QUEUED);
 	if (!--f->queued)
 		list_del_init(&f->rr_node);
 	WRITE_ONCE(cd->queued, cd->queued - 1);
+}
+
+static noinline void cars_remove_request(struct cars_data *cd,
+					 struct cars_flow *f,
+					 struct request *rq)
+{
+	__cars_remove_request(cd, f, rq);
 }
 
 static void cars_insert_request(struct cars_data *cd, struct request *rq,
@@ -510,7 +530,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	}
 	f = cd->head_flow[c.idx];
 	rq = cd->head_rq[c.idx];
-	cars_remove_request(cd, f, rq);
+	__cars_remove_request(cd, f, rq);
 	/* the flow served goes to the tail: round-robin */
 	if (f->queued)
 		list_move_tail(&f->rr_node, &cd->rr);
