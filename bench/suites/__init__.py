@@ -131,14 +131,20 @@ def add_icount_argument(p: argparse.ArgumentParser, what: str) -> None:
                         "(default: off)")
 
 
-def icount_note(args: argparse.Namespace, target: Target, runtime: float) -> list[str]:
-    """The report's note on --icount (none without it); ValueError on this
-    machine, whose clock is its own."""
-    if args.icount is None:
-        return []
-    if target.is_local:
+def refuse_icount_here(icount: int | None, local: bool) -> None:
+    """ValueError for --icount @icount asked of this machine (@local), whose
+    clock is its own."""
+    if icount is not None and local:
         raise ValueError("--icount is for the VM test bed (--vm): this machine's "
                          "clock is its own")
+
+
+def icount_note(args: argparse.Namespace, target: Target, runtime: float) -> list[str]:
+    """The report's note on --icount (none without it); ValueError on this
+    machine (refuse_icount_here())."""
+    if args.icount is None:
+        return []
+    refuse_icount_here(args.icount, target.is_local)
     return [f"the guest's clock counts instructions (QEMU icount shift {args.icount}): a "
             f"run of {runtime:g} s is {runtime * 1e9 / (1 << args.icount):.3g} of the "
             "guest's instructions"]

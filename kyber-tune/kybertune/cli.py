@@ -20,7 +20,7 @@ from bench import results as resmod
 from bench import device as devmod
 from bench.device import DeviceError
 from bench.results import ResultsError, Summary
-from bench.suites import add_icount_argument
+from bench.suites import add_icount_argument, refuse_icount_here
 from bench.target import TargetError
 from scripts.vmbed import VMError
 
@@ -172,7 +172,7 @@ def cmd_auto(a: argparse.Namespace) -> int:
     name = a.device.rsplit("/", 1)[-1]
     out = Path(a.out or bench_cli.ROOT / "results" / f"kyber-auto-{name}-{stamp}")
     a.trace = None
-    vm_icount(a, None)
+    a.icount = vm_icount(a, None)
     with bench_cli.target_for(a) as target:
         res = auto.run(target, a.device, a.read_p99_us, a.period, a.duration,
                        a.write_min_us, a.write_max_us, a.select, sys.stdout,
@@ -192,10 +192,8 @@ def vm_icount(a: argparse.Namespace, grid: resmod.Results | None) -> int | None:
     @grid's (verify and bench compare with it); ValueError for --icount
     without --vm."""
     given = getattr(a, "icount", None)
+    refuse_icount_here(given, not a.vm)
     if not a.vm:
-        if given is not None:
-            raise ValueError("--icount is for the VM test bed (--vm): this machine's clock "
-                             "is its own")
         return None
     if given is not None:
         return int(given)
