@@ -49,7 +49,8 @@ Controller (multiplicative, with a dead band and a memory):
   as the miss), at once, and remember: for MEMORY periods (30) the write target does not
   go back below 1.25 x the value that just missed;
 - r <= 3/4 for QUIET (3) periods in a row: write target x DOWN (0.8),
-  never below that floor nor --write-min-us;
+  or x DEEP (0.5) when none of them was over 1/2 (two buckets of margin
+  or more), never below that floor nor --write-min-us;
 - 3/4 < r <= 1 (the bucket just under the objective): hold;
 - a period without read samples: hold (nothing to judge);
 - a calm period (reads completed, the block layer's mean read latency at
@@ -60,9 +61,21 @@ Controller (multiplicative, with a dead band and a memory):
   periods only probe, at the pace the memory probes at: at most one
   missed period per MEMORY, and without them a slow reader's write target
   could only ever rise.
+- the lever's reach: Kyber throttles a congested device's domains whose
+  total p99 is under their target by the p99's bucket, (bucket + 1) / 4
+  of their depth a window, so once the writes' p99 is in the first bucket
+  (at most 1/4 of the write target) any higher target throttles them
+  exactly as hard.  The WRITE domain's own p99 reports bound that reach:
+  4 x their bound (p99 <= num/4 of the target in force).  A step up stops
+  there (hold at it): with the reader stalled behind the writer for tags,
+  where no write target helps, steps of up to 8x had taken the target
+  from 45 ms to 37 s in 7 periods, a value that three-period steps of 0.8
+  take minutes to bring back to where it acts again (writes whose p99 is
+  over their target get depth back).
 Why it does not oscillate: the dead band is a whole bucket wide, so one
 write target cannot satisfy both the up and the down rule; a step down
-needs three quiet periods and is 5x smaller (in log terms) than a step up,
+needs three quiet periods and is 5x smaller (in log terms) than a step up
+(as large as the smallest one only with two buckets of margin in all three),
 so after a miss the target settles above the value that missed instead of
 hunting around it; and the memory keeps it there for 30 periods.  When the
 memory ends the tuner probes lower again: in a steady load that costs at
@@ -88,6 +101,8 @@ from bench.target import Target, q
 from bench.trace import EventSpec, Ftrace
 
 UP, MAX_UP, DOWN, QUIET, MEMORY, FLOOR_MARGIN = 2.0, 8.0, 0.8, 3, 30, 1.25
+DEEP, DEEP_BELOW = 0.5, 0.5   # the step down when every quiet r was at most DEEP_BELOW
+REACH_BUCKETS = 4       # Kyber's buckets per target (KYBER_LATENCY_SHIFT 2)
 CALM = 0.25              # mean read latency / objective at most this: calm
 IN_BAND = 0.75           # r above this (and up to 1): hold
 STALL_PERIODS = 3        # readless periods in a row that count as a stall
@@ -110,6 +125,8 @@ class Controller:
     floor_ns: int = 0
     floor_left: int = 0
     calm: int = 0           # calm periods in a row (update(calm=True))
+    quiet_max: float = 0.0  # the largest r of the quiet periods in a row
+    reach_ns: int | None = None     # a higher write target throttles writes no harder
 
     def __post_init__(self) -> None:
         if not 0 < self.w_min_ns <= self.w_max_ns:
@@ -118,10 +135,14 @@ class Controller:
             raise ValueError("controller steps: need up > 1, 0 < down < 1, quiet >= 1")
         self.w_ns = min(max(self.w_ns, self.w_min_ns), self.w_max_ns)
 
-    def update(self, ratio: float | None, calm: bool = False) -> str:
+    def update(self, ratio: float | None, calm: bool = False,
+               write_p99_ns: int | None = None) -> str:
         """One period's read-P99-to-objective ratio (None: no samples) and,
-        without one, whether the period was calm; the action taken: up,
-        down, hold, idle."""
+        without one, whether the period was calm, and the largest bound of
+        the writes' p99 Kyber reported in it (write_bound(); None: none,
+        the last one stands); the action taken: up, down, hold, idle."""
+        if write_p99_ns is not None:
+            self.reach_ns = REACH_BUCKETS * write_p99_ns
         if self.floor_left > 0:
             self.floor_left -= 1
         if ratio is None:
@@ -129,7 +150,7 @@ class Controller:
             if self.calm < self.memory:
                 return "hold" if calm else "idle"
             self.calm = 0
-            return self._down()
+            return self._down(self.down)
         self.calm = 0
         if ratio > 1.0:
             self.quiet = 0
@@ -137,6 +158,8 @@ class Controller:
             self.floor_left = self.memory
             step = max(self.up, min(ratio, MAX_UP))
             new = min(self.w_max_ns, math.ceil(self.w_ns * step))
+            if self.reach_ns is not None:
+                new = min(new, max(self.w_ns, self.reach_ns))
             moved = new != self.w_ns
             self.w_ns = new
             return "up" if moved else "hold"
@@ -144,14 +167,15 @@ class Controller:
             self.quiet = 0
             return "hold"
         self.quiet += 1
+        self.quiet_max = ratio if self.quiet == 1 else max(self.quiet_max, ratio)
         if self.quiet < self.quiet_needed:
             return "hold"
         self.quiet = 0
-        return self._down()
+        return self._down(DEEP if self.quiet_max <= DEEP_BELOW else self.down)
 
-    def _down(self) -> str:
+    def _down(self, factor: float) -> str:
         low = max(self.w_min_ns, self.floor_ns if self.floor_left > 0 else 0)
-        new = max(low, int(self.w_ns * self.down))
+        new = max(low, int(self.w_ns * factor))
         if new >= self.w_ns:
             return "hold"
         self.w_ns = new
@@ -184,6 +208,17 @@ def parse(text: str, devt: tuple[int, int]) -> tuple[list[Window], dict[str, int
         if m and (int(m.group(1)), int(m.group(2))) == devt:
             depth[m.group(3)] = int(m.group(4))
     return wins, depth
+
+
+def write_bound(wins: list[Window], w_ns: int) -> int | None:
+    """The largest bound of the writes' total p99 in Kyber's reports
+    @wins, made while the write target was @w_ns (ns); None without one,
+    or when one was in the last bucket (beyond 7/4: no bound)."""
+    rep = [w for w in wins if w.domain == "WRITE" and w.kind == "total" and w.pct == 99
+           and w.den > 0]
+    if not rep or any(w.num >= 2 * w.den for w in rep):
+        return None
+    return max(math.ceil(w_ns * w.num / w.den) for w in rep)
 
 
 def _weighted(wins: list[Window], kind: str, pct: int) -> tuple[float | None, int]:
@@ -294,6 +329,7 @@ class Row:
     write_depth: int | None
     action: str
     signal: str = ""        # where ratio came from: kyber, mean, stall; calm, "" (none)
+    write_p99_us: float | None = None   # Kyber's bound of the writes' p99 (write_bound())
 
 
 @dataclass
@@ -380,12 +416,14 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                 ratio, sig = signal(kyber, None if mean_ms is None
                                     else mean_ms * 1000 / objective_us, stalled)
                 w_before = ctl.w_ns
-                action = ctl.update(ratio, calm=sig == "calm")
+                wb = write_bound(wins, w_before)
+                action = ctl.update(ratio, calm=sig == "calm", write_p99_ns=wb)
                 if ctl.w_ns != w_before:
                     devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
                 row = Row(round(t_now - t0, 2), obj_ns, ctl.w_ns, ratio,
                           None if kyber is None else kyber * objective_us, n, mean_ms,
-                          depth.get("READ"), depth.get("WRITE"), action, sig)
+                          depth.get("READ"), depth.get("WRITE"), action, sig,
+                          None if wb is None else wb / 1000)
                 res.rows.append(row)
                 if writer is not None:
                     writer(row)
@@ -409,7 +447,7 @@ def _restore(target: Target, saved: devmod.SavedState) -> None:
 
 
 FIELDS = ["t", "read_lat_nsec", "write_lat_nsec", "ratio", "p99_bound_us", "samples",
-          "mean_read_ms", "read_depth", "write_depth", "action", "signal"]
+          "mean_read_ms", "read_depth", "write_depth", "action", "signal", "write_p99_us"]
 
 
 def _csv(path: Path | None) -> Callable[[Row], None] | None:
@@ -450,7 +488,8 @@ def load_log(path: Path) -> list[Row]:
             rows.append(Row(float(rec["t"]), int(rec["read_lat_nsec"]),
                             int(rec["write_lat_nsec"]), num("ratio"), num("p99_bound_us"),
                             int(rec["samples"]), num("mean_read_ms"), num("read_depth", int),
-                            num("write_depth", int), rec["action"], rec.get("signal", "")))
+                            num("write_depth", int), rec["action"], rec.get("signal", ""),
+                            num("write_p99_us") if rec.get("write_p99_us") else None))
     return rows
 
 
@@ -473,6 +512,9 @@ def plot(rows: list[Row], objective_us: float, path: Path) -> Path:
            label="write_lat_nsec")
     b.step(t, [r.read_lat_nsec / 1e6 for r in rows], where="post", color="tab:purple",
            label="read_lat_nsec")
+    b.plot(t, [r.write_p99_us / 1000 if r.write_p99_us is not None else math.nan
+               for r in rows], ".", ms=3, color="tab:olive",
+           label="writes' p99 (Kyber's bucket bound)")
     b.set_yscale("log")
     b.set_ylabel("target (ms)")
     b.set_xlabel("time (s)")

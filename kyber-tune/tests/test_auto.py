@@ -12,7 +12,7 @@ import pytest
 from bench.device import DeviceError
 from bench.tests.fake import Result
 from kybertune import auto
-from kybertune.auto import Controller, Stall, Window, read_ratio, signal
+from kybertune.auto import Controller, Stall, Window, read_ratio, signal, write_bound
 
 from test_grid import KyberTarget
 
@@ -163,6 +163,50 @@ def test_far_over_rises_with_the_miss() -> None:
     c = Controller(R, R, 1000 * R)
     c.update(3.0)
     assert c.w_ns == 3 * R
+
+
+def writes_report(p99_ns: int, w_ns: int) -> list[Window]:
+    """Kyber's report of writes whose total p99 is @p99_ns under write
+    target @w_ns: the bucket's bound in quarters, the last bucket beyond 7/4."""
+    return [Window("WRITE", "total", 99, min(8, math.ceil(p99_ns * 4 / w_ns)), 4, 500)]
+
+
+def test_write_bound_is_the_largest_reported_and_none_beyond_the_buckets() -> None:
+    w = 8 * R
+    assert write_bound([], w) is None
+    assert write_bound([Window("READ", "total", 99, 1, 4, 500)], w) is None
+    assert write_bound(writes_report(R, w) + writes_report(3 * R, w), w) == 4 * R  # 1/4, 2/4
+    assert write_bound([Window("WRITE", "I/O", 90, 1, 4, 500)], w) is None
+    assert write_bound(writes_report(2 * w, w), w) is None          # beyond 7/4: no bound
+
+
+def test_steps_up_stop_at_the_levers_reach() -> None:
+    """Reads missing by 3x whatever the write target (a reader stalled for
+    tags): without the writes' reports the target climbs to the top of its
+    range; with them it stops once the writes' p99 is in the first bucket,
+    at most 4 x the bound of that p99 (here 18 R for a 3 R p99), and holds."""
+    blind = Controller(R, R, 1000 * R)
+    for _ in range(10):
+        blind.update(3.0)
+    assert blind.w_ns == 1000 * R
+    c = Controller(R, R, 1000 * R)
+    actions = []
+    for _ in range(10):
+        actions.append(c.update(3.0, write_p99_ns=write_bound(writes_report(3 * R, c.w_ns),
+                                                               c.w_ns)))
+    assert actions[:3] == ["up"] * 3 and set(actions[3:]) == {"hold"}
+    assert c.w_ns == 18 * R
+    # the writes slower (more throttled, longer waits for tokens): room again
+    assert c.update(3.0, write_p99_ns=write_bound(writes_report(9 * R, c.w_ns), c.w_ns)) == "up"
+    assert c.w_ns == 36 * R
+
+
+def test_quiet_periods_with_two_buckets_of_margin_step_down_by_half() -> None:
+    c = Controller(16 * R, R, 1000 * R)
+    assert [c.update(0.5) for _ in range(3)] == ["hold", "hold", "down"]
+    assert c.w_ns == 8 * R
+    assert [c.update(r) for r in (0.5, 0.75, 0.25)] == ["hold", "hold", "down"]
+    assert c.w_ns == int(8 * R * auto.DOWN)
 
 
 def test_signal_mean_stands_in_when_kyber_is_blind_or_lower() -> None:
