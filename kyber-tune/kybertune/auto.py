@@ -126,7 +126,7 @@ class Controller:
     floor_left: int = 0
     calm: int = 0           # calm periods in a row (update(calm=True))
     quiet_max: float = 0.0  # the largest r of the quiet periods in a row
-    reach_ns: int | None = None     # a higher write target throttles writes no harder
+    reach_ns: float | None = None   # a higher write target throttles writes no harder
 
     def __post_init__(self) -> None:
         if not 0 < self.w_min_ns <= self.w_max_ns:
@@ -136,11 +136,12 @@ class Controller:
         self.w_ns = min(max(self.w_ns, self.w_min_ns), self.w_max_ns)
 
     def update(self, ratio: float | None, calm: bool = False,
-               write_p99_ns: int | None = None) -> str:
+               write_p99_ns: float | None = None) -> str:
         """One period's read-P99-to-objective ratio (None: no samples) and,
         without one, whether the period was calm, and the largest bound of
         the writes' p99 Kyber reported in it (write_bound(); None: none,
-        the last one stands); the action taken: up, down, hold, idle."""
+        the last one stands; infinity: no bound, no reach); the action
+        taken: up, down, hold, idle."""
         if write_p99_ns is not None:
             self.reach_ns = REACH_BUCKETS * write_p99_ns
         if self.floor_left > 0:
@@ -158,8 +159,8 @@ class Controller:
             self.floor_left = self.memory
             step = max(self.up, min(ratio, MAX_UP))
             new = min(self.w_max_ns, math.ceil(self.w_ns * step))
-            if self.reach_ns is not None:
-                new = min(new, max(self.w_ns, self.reach_ns))
+            if self.reach_ns is not None and self.reach_ns < new:
+                new = max(self.w_ns, math.ceil(self.reach_ns))
             moved = new != self.w_ns
             self.w_ns = new
             return "up" if moved else "hold"
@@ -210,14 +211,16 @@ def parse(text: str, devt: tuple[int, int]) -> tuple[list[Window], dict[str, int
     return wins, depth
 
 
-def write_bound(wins: list[Window], w_ns: int) -> int | None:
+def write_bound(wins: list[Window], w_ns: int) -> float | None:
     """The largest bound of the writes' total p99 in Kyber's reports
     @wins, made while the write target was @w_ns (ns); None without one,
-    or when one was in the last bucket (beyond 7/4: no bound)."""
+    infinity when one was in the last bucket (beyond 7/4: no bound)."""
     rep = [w for w in wins if w.domain == "WRITE" and w.kind == "total" and w.pct == 99
            and w.den > 0]
-    if not rep or any(w.num >= 2 * w.den for w in rep):
+    if not rep:
         return None
+    if any(w.num >= 2 * w.den for w in rep):
+        return math.inf
     return max(math.ceil(w_ns * w.num / w.den) for w in rep)
 
 
@@ -423,7 +426,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                 row = Row(round(t_now - t0, 2), obj_ns, ctl.w_ns, ratio,
                           None if kyber is None else kyber * objective_us, n, mean_ms,
                           depth.get("READ"), depth.get("WRITE"), action, sig,
-                          None if wb is None else wb / 1000)
+                          None if wb is None or math.isinf(wb) else wb / 1000)
                 res.rows.append(row)
                 if writer is not None:
                     writer(row)

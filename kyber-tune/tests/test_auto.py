@@ -177,7 +177,7 @@ def test_write_bound_is_the_largest_reported_and_none_beyond_the_buckets() -> No
     assert write_bound([Window("READ", "total", 99, 1, 4, 500)], w) is None
     assert write_bound(writes_report(R, w) + writes_report(3 * R, w), w) == 4 * R  # 1/4, 2/4
     assert write_bound([Window("WRITE", "I/O", 90, 1, 4, 500)], w) is None
-    assert write_bound(writes_report(2 * w, w), w) is None          # beyond 7/4: no bound
+    assert write_bound(writes_report(2 * w, w), w) == math.inf      # beyond 7/4: no bound
 
 
 def test_steps_up_stop_at_the_levers_reach() -> None:
@@ -199,6 +199,9 @@ def test_steps_up_stop_at_the_levers_reach() -> None:
     # the writes slower (more throttled, longer waits for tokens): room again
     assert c.update(3.0, write_p99_ns=write_bound(writes_report(9 * R, c.w_ns), c.w_ns)) == "up"
     assert c.w_ns == 36 * R
+    # beyond Kyber's last bucket: no bound, so no reach to hold at
+    assert c.update(3.0, write_p99_ns=write_bound(writes_report(80 * R, c.w_ns), c.w_ns)) == "up"
+    assert c.w_ns == 108 * R
 
 
 def test_quiet_periods_with_two_buckets_of_margin_step_down_by_half() -> None:
