@@ -112,6 +112,20 @@ def ssdsim_costs(params: dict[str, str]) -> dict[str, int]:
     return out
 
 
+def sfq_bound_us(tasks: list[tuple[str, int]], tunables: dict[str, str]) -> float | None:
+    """Start-time fair queueing's delay bound for @tasks ((class, number))
+    at flashfq's costs in @tunables (ns), in us: a request can wait for one
+    request of every other task besides its own service (Goyal, Vin and
+    Cheng 1997), so with equal weights one request's cost of every task.
+    The costs are device time one request at a time: a device that serves
+    several at once gets through them sooner.  None when a cost is not
+    among @tunables (flashfq's own defaults, not recorded)."""
+    tunable = {cls: t for t, cls in COST_POINTS.items()}
+    if any(c not in tunable or tunable[c] not in tunables for c, _ in tasks):
+        return None
+    return sum(n * int(tunables[tunable[c]]) for c, n in tasks) / 1000
+
+
 def scenario_tasks(scn: str, tasks: int) -> list[tuple[str, int]]:
     """(class, number of tasks) of a scenario."""
     classes, many = SCENARIOS[scn]
@@ -408,8 +422,9 @@ class FlashFQSuite(Suite):
                                              "p99.9 (ms)", "I/Os", "runs"], rows, "llrrrr"))
         findings = []
         tasks = int(p.get("tasks", 16))
+        costs = {str(k): str(v) for k, v in p.get("flashfq_tunables", {}).items()}
         for scn in ordered(d.mixes, SCENARIOS):
-            sec, summ, finding = self._scenario(scn, tasks, d.mixes[scn], plots)
+            sec, summ, finding = self._scenario(scn, tasks, d.mixes[scn], plots, costs)
             out.append(sec)
             summary["scenarios"][scn] = summ
             findings.append(finding)
@@ -420,14 +435,17 @@ class FlashFQSuite(Suite):
                            head)
 
     def _scenario(self, scn: str, tasks: int, by_sched: dict[str, list[Mix]],
-                  plots: Path) -> tuple[str, dict[str, Any], str]:
+                  plots: Path, costs: dict[str, str]) -> tuple[str, dict[str, Any], str]:
         scheds = ordered(by_sched, SCHEDS)
         first = by_sched[scheds[0]][0]
         n = first.n
         classes = list(first.classes)
         title = (scenario_title(scn, tasks) if scn in SCENARIOS and
                  sum(c for _, c in scenario_tasks(scn, tasks)) == n else scn)
-        summ: dict[str, Any] = {"title": title, "proportional": n, "schedulers": {}}
+        bound = (sfq_bound_us(scenario_tasks(scn, tasks), costs) if scn in SCENARIOS
+                 and "flashfq" in by_sched else None)
+        summ: dict[str, Any] = {"title": title, "proportional": n, "sfq_bound_us": bound,
+                                "schedulers": {}}
         rows, crows = [], []
         for s in scheds:
             mixes = by_sched[s]
@@ -452,17 +470,24 @@ class FlashFQSuite(Suite):
                          f"{CLASSES[w.cls].one if w.cls in CLASSES else w.cls} ({w.name})",
                          "yes" if fair else "no", worst.n])
         png = self._plot(scn, title, n, classes, scheds, by_sched, plots)
-        sec = (f"\n## {title}\n\nProportional slowdown: **{n}** ({n} concurrent tasks).\n\n"
+        why = ("" if bound is None else
+               f" Start-time fair queueing's delay bound at flashfq's costs: **{bound / 1000:.1f}"
+               " ms**, one request's cost of every task: a request whose start tag comes up "
+               "behind one of every other task's waits about that long (the heavy tasks' tags "
+               "move in lockstep when they start together at one cost each), and a heavy "
+               "task's request, tagged a whole request after its last, can wait longer.")
+        sec = (f"\n## {title}\n\nProportional slowdown: **{n}** ({n} concurrent tasks).{why}"
+               "\n\n"
                + table(["scheduler", "worst task's slowdown", "÷ proportional", "worst task",
                         f"every class ≤ {FAIR_FACTOR:g}× proportional", "runs"], rows, "lrrllr")
                + "\n" + table(["scheduler", "class", "mean slowdown", "÷ proportional",
                                "worst task of the class", "p99.9 (ms)", "I/Os per task",
                                "tasks without I/O", "runs"], crows, "llrrrrrrr")
                + f"\n![{title}]({png})\n")
-        return sec, summ, self._finding(title, n, classes, summ["schedulers"])
+        return sec, summ, self._finding(title, n, classes, summ["schedulers"], bound)
 
     def _finding(self, title: str, n: int, classes: list[str],
-                 by: dict[str, dict[str, Any]]) -> str:
+                 by: dict[str, dict[str, Any]], bound_us: float | None) -> str:
         def name(c: str) -> str:
             return CLASSES[c].many if c in CLASSES else c
         parts = [f"{title}, proportional slowdown {n}: "]
@@ -485,6 +510,8 @@ class FlashFQSuite(Suite):
             parts.append("; p99.9 flashfq vs bfq: " + ", ".join(
                 f"{name(c)} {ff['classes'][c]['p999_us']['mean'] / 1000:.2f} vs "
                 f"{by['bfq']['classes'][c]['p999_us']['mean'] / 1000:.2f} ms" for c in classes))
+            if bound_us is not None:
+                parts.append(f" (start-time fair queueing's delay bound {bound_us / 1000:.1f} ms)")
         elif ff is not None:
             parts.append("; bfq not measured")
         return "".join(parts)

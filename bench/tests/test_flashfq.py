@@ -290,6 +290,34 @@ def test_report_rewrite_and_without_bfq(ran: tuple[Path, Device, str], tmp_path:
         [f"flashfq-{s}.png" for s in "abcd"]
 
 
+def test_sfq_delay_bound_is_one_requests_cost_of_every_task() -> None:
+    costs = {k: str(v) for k, v in ffq.ssdsim_costs({**SSDSIM, "time_scale": "60"}).items()}
+    assert ffq.sfq_bound_us(ffq.scenario_tasks("c", 16), costs) == 16 * 14400 + 16 * 3600
+    assert ffq.sfq_bound_us(ffq.scenario_tasks("d", 16), costs) == 16 * 122400 + 16 * 3825
+    assert ffq.sfq_bound_us(ffq.scenario_tasks("a", 16), costs) == 3600 + 3825
+    del costs["cost_write_128k_ns"]
+    assert ffq.sfq_bound_us(ffq.scenario_tasks("d", 16), costs) is None
+
+
+def test_report_gives_the_delay_bound_at_flashfqs_recorded_costs(
+        ran: tuple[Path, Device, str], tmp_path: Path) -> None:
+    out, _, _ = ran
+    assert "delay bound" not in (out / "report.md").read_text()     # no costs given
+    folder = tmp_path / "res"
+    shutil.copytree(out, folder)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["params"]["flashfq_tunables"] = {k: str(v) for k, v in ffq.ssdsim_costs(
+        {**SSDSIM, "time_scale": "60"}).items()}
+    (folder / "manifest.json").write_text(json.dumps(m))
+    assert main(["report", str(folder)]) == 0
+    assert "delay bound at flashfq's costs: **2019.6 ms**" in (folder / "report.md").read_text()
+    s = json.loads((folder / "summary.json").read_text())["flashfq"]["scenarios"]
+    assert s["c"]["sfq_bound_us"] == 288000 and s["a"]["sfq_bound_us"] == 7425
+    d_line = [ln for ln in (folder / "headline.md").read_text().splitlines()
+              if ln.startswith("- (d)")][0]
+    assert "(start-time fair queueing's delay bound 2019.6 ms)" in d_line
+
+
 def test_demo_runs_the_short_flashfq_suite() -> None:
     from bench import demo
     s = [d for d in demo.DEMO if d.suite == "flashfq"][0]
