@@ -215,8 +215,7 @@ def write_bound(wins: list[Window], w_ns: int) -> float | None:
     """The largest bound of the writes' total p99 in Kyber's reports
     @wins, made while the write target was @w_ns (ns); None without one,
     infinity when one was in the last bucket (beyond 7/4: no bound)."""
-    rep = [w for w in wins if w.domain == "WRITE" and w.kind == "total" and w.pct == 99
-           and w.den > 0]
+    rep = _reports(wins, "WRITE", "total", 99)
     if not rep:
         return None
     if any(w.num >= 2 * w.den for w in rep):
@@ -224,9 +223,14 @@ def write_bound(wins: list[Window], w_ns: int) -> float | None:
     return max(math.ceil(w_ns * w.num / w.den) for w in rep)
 
 
+def _reports(wins: list[Window], domain: str, kind: str, pct: int) -> list[Window]:
+    """@domain's reports of its @kind latency's @pct percentile in @wins."""
+    return [w for w in wins if w.domain == domain and w.kind == kind and w.pct == pct
+            and w.den > 0]
+
+
 def _weighted(wins: list[Window], kind: str, pct: int) -> tuple[float | None, int]:
-    rd = [w for w in wins if w.domain == "READ" and w.kind == kind and w.pct == pct
-          and w.den > 0]
+    rd = _reports(wins, "READ", kind, pct)
     n = sum(w.samples for w in rd)
     if not rd or n == 0:
         return None, 0
