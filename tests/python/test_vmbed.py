@@ -155,7 +155,7 @@ def test_tcg_threads_a_callers_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "multi") == "multi"
     assert vmbed.tcg_threads("6.12.117-ssd-debug", "single") == "single"
     assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "") == "single"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="TCG threading 'many': single or multi"):
         vmbed.tcg_threads("6.1.0-56-cloud-amd64", "many")
     monkeypatch.setenv("VM_TCG_THREAD", "single")
     assert vmbed.tcg_threads("6.1.0-56-cloud-amd64", "multi") == "single"
@@ -163,8 +163,8 @@ def test_tcg_threads_a_callers_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_icount_runs_single_threaded_tcg(monkeypatch: pytest.MonkeyPatch) -> None:
     """An instruction-counting clock: TCG in one thread whatever
-    VM_TCG_THREAD says, sleep=off; a shift out of 0..10 is an error, and
-    under KVM icount is refused."""
+    VM_TCG_THREAD says, sleep=off, even where KVM works; a shift out of
+    0..10 is an error, and icount with VM_ACCEL=kvm is refused."""
     monkeypatch.setenv("VM_ACCEL", "tcg")
     monkeypatch.setenv("VM_TCG_THREAD", "multi")
     cfg = vmbed.VMConfig(kernel="6.12.117+deb12-cloud-amd64", icount=2)
@@ -172,10 +172,16 @@ def test_icount_runs_single_threaded_tcg(monkeypatch: pytest.MonkeyPatch) -> Non
                                      "-icount", "shift=2,sleep=off"]
     assert "4 ns an instruction" in vmbed.describe_accel(cfg)
     assert vmbed.accel_args(vmbed.VMConfig(kernel="k")) == ["-accel", "tcg,thread=multi"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"icount shift 11: 0\.\.10"):
         vmbed.accel_args(vmbed.VMConfig(kernel="k", icount=11))
+    # a machine whose KVM works: icount's guest still takes TCG
+    monkeypatch.delenv("VM_ACCEL")
+    monkeypatch.setattr(vmbed, "accel", lambda: "kvm")
+    assert vmbed.accel_args(cfg) == ["-accel", "tcg,thread=single",
+                                     "-icount", "shift=2,sleep=off"]
+    assert vmbed.accel_args(vmbed.VMConfig(kernel="k")) == ["-accel", "kvm", "-cpu", "host"]
     monkeypatch.setenv("VM_ACCEL", "kvm")
-    with pytest.raises(vmbed.VMError, match="needs TCG"):
+    with pytest.raises(vmbed.VMError, match="needs TCG, and VM_ACCEL asks for KVM"):
         vmbed.accel_args(cfg)
     assert vmbed.accel_args(vmbed.VMConfig(kernel="k")) == ["-accel", "kvm", "-cpu", "host"]
 
