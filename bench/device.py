@@ -481,5 +481,14 @@ def load_module(target: Target, module: str, params: str = "") -> bool:
     raise DeviceError(f"cannot load module {module}: {err}")
 
 
+def offer_scheduler(target: Target, dev: str, sched: str, module: str) -> bool:
+    """Make elevator @sched selectable on /dev/@dev: nothing if the kernel
+    offers it already (built in, or loaded), else load @module.  True if
+    this call loaded it; DeviceError if it cannot."""
+    if sched in available_schedulers(target, dev):
+        return False
+    return load_module(target, module)
+
+
 def unload_module(target: Target, module: str) -> bool:
     return target.run(f"modprobe -r {q(module)} 2>/dev/null || rmmod {q(module)}").rc == 0

@@ -50,12 +50,11 @@ def check_device(target: Target, dev: str, destroy_data: str | None,
 def ensure_scheduler(target: Target, dev: str, s: Sched, cleanups: Cleanups) -> str | None:
     """Make elevator @s selectable on @dev (loading its module); None, or
     why it cannot be."""
-    if s.name in devmod.available_schedulers(target, dev):
-        return None
     if s.module is None:
-        return f"elevator {s.name} is not offered by /dev/{dev}"
+        return None if s.name in devmod.available_schedulers(target, dev) else \
+            f"elevator {s.name} is not offered by /dev/{dev}"
     try:
-        loaded = devmod.load_module(target, s.module)
+        loaded = devmod.offer_scheduler(target, dev, s.name, s.module)
     except DeviceError as e:
         return str(e)
     if loaded:

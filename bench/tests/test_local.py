@@ -105,3 +105,80 @@ def test_ctrl_c_restores_scheduler_and_tunables(loop: Loop, tmp_path: Path) -> N
     assert m["status"] == "interrupted"
     assert subprocess.run(["pgrep", "-f", f"/tmp/bench-{p.pid}/"],
                           capture_output=True).returncode != 0, "fio left running"
+
+
+def _ext4(lo: Loop) -> None:
+    lo.mkfs()
+    assert sh_blkid(lo) == "ext4"
+
+
+def sh_blkid(lo: Loop) -> str:
+    return subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", lo.path],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_a_device_holding_a_file_system_is_refused_then_overridden(
+        loop: Loop, tmp_path: Path) -> None:
+    """Through the real command line: a device holding ext4 is refused,
+    with what would be lost and the override to give, before anything
+    writes to it; --destroy-data naming it again runs, says so, and the
+    manifest records what was found and the override."""
+    _ext4(loop)
+    out = tmp_path / "refused"
+    args = ("run", "kyber-baseline", "--device", loop.path, "--workloads", "R1+W1",
+            "--runtime", "1", "--ramp", "0", "--reps", "1", "--seed", "5")
+    r = subprocess.run(bench(*args, "--out", str(out)), cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"bench: refusing to write to {loop.path}" in r.stderr
+    assert "ext4 file system" in r.stderr and f"--destroy-data {loop.path}" in r.stderr
+    assert not out.exists()
+    assert sh_blkid(loop) == "ext4", "the refused run wrote to the device"
+    out = tmp_path / "overridden"
+    r = subprocess.run(bench(*args, "--destroy-data", loop.path, "--out", str(out)), cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"--destroy-data {loop.path}: overwriting /dev/{loop.name} although" in r.stdout
+    safety = json.loads((out / "manifest.json").read_text())["safety"]
+    assert safety["checked"] is True and safety["overridden_by"] == loop.path
+    assert len(safety["found"]) == 1 and "ext4 file system" in safety["found"][0], safety
+
+
+def test_a_blank_device_is_recorded_as_checked(loop: Loop, tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    r = subprocess.run(bench("run", "kyber-baseline", "--device", loop.path, "--workloads",
+                             "R1", "--runtime", "1", "--ramp", "0", "--reps", "1",
+                             "--out", str(out)),
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((out / "manifest.json").read_text())["safety"] == \
+        {"checked": True, "found": [], "overridden_by": None}
+
+
+def test_kyber_tune_refuses_a_device_holding_a_file_system(loop: Loop, tmp_path: Path) -> None:
+    """kyber-tune's commands that write (grid, through bench's runner, and
+    bench) refuse a device holding ext4 and take --destroy-data."""
+    kt = [sys.executable, str(ROOT / "kyber-tune" / "kyber-tune")]
+    grid = tmp_path / "grid"
+    gargs = ["grid", "--device", loop.path, "--workloads", "R1+W1", "--read-us", "1000",
+             "--write-us", "10000", "--reps", "1", "--runtime", "1", "--ramp", "0"]
+    r = subprocess.run(kt + gargs + ["--out", str(grid)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    _ext4(loop)
+    r = subprocess.run(kt + gargs + ["--out", str(tmp_path / "grid2")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and f"refusing to write to {loop.path}" in r.stderr, r.stderr
+    bargs = ["bench", str(grid), "--workload", "R1+W1", "--read-p99-us", "100000",
+             "--runtime", "2", "--settle", "0",
+             "--period", "0.5"]
+    r = subprocess.run(kt + bargs + ["--out", str(tmp_path / "b1")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"refusing to write to {loop.path}" in r.stderr and "ext4 file system" in r.stderr
+    assert not (tmp_path / "b1").exists() and sh_blkid(loop) == "ext4"
+    r = subprocess.run(kt + bargs + ["--destroy-data", loop.path, "--out", str(tmp_path / "b2")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"--destroy-data {loop.path}: overwriting" in r.stdout
+    assert (tmp_path / "b2" / "report.md").exists()

@@ -383,7 +383,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                     raise DeviceError(f"/dev/{dev} uses {saved.scheduler}, not kyber: select "
                                       "kyber first, or pass --select (the scheduler is put "
                                       "back at the end)")
-                if devmod.load_module(target, "kyber-iosched"):
+                if devmod.offer_scheduler(target, dev, "kyber", "kyber-iosched"):
                     cleanups.add("module kyber-iosched unloaded (if unused)",
                                  lambda: _unload(target))
                 cleanups.add(f"/dev/{dev} back to {saved.scheduler}",

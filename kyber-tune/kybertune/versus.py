@@ -115,7 +115,7 @@ def run(target: Target, grid: Results, device: str, objective_us: float, workloa
     saved = devmod.save_state(target, dev)
     tmp = f"{target.tmpdir}/kyber-bench"
     try:
-        devmod.load_module(target, "kyber-iosched")
+        devmod.offer_scheduler(target, dev, "kyber", "kyber-iosched")
         devmod.set_scheduler(target, dev, "kyber")
         target.check(f"mkdir -p {q(tmp)} && cat > {q(tmp)}/job.fio <<'EOF'\n{text}EOF\n"
                      f"rm -f {q(tmp)}/rc; (fio --output-format=json --output={q(tmp)}/out.json "
