@@ -39,7 +39,10 @@ class Cap:
 def parse_fraction(raw: str) -> float:
     """CPUCAP_FRACTION's value: a number in (0, 1], or 0 for off;
     ValueError otherwise."""
-    fraction = float(raw)
+    try:
+        fraction = float(raw)
+    except ValueError:
+        raise ValueError(f"CPUCAP_FRACTION {raw!r}: not a number") from None
     if fraction != 0 and not 0 < fraction <= 1:
         raise ValueError(f"fraction {fraction}: not in (0, 1]")
     return fraction

@@ -192,7 +192,7 @@ def test_plan_measures_each_workload_once_under_every_configuration() -> None:
     assert any("nr_dies=8 page_kb=4 read_us=1200 write_us=10200" in n for n in plan.notes)
 
 
-def test_plan_options_and_their_checks() -> None:
+def test_plan_options_and_their_checks(capsys: pytest.CaptureFixture[str]) -> None:
     ctx = cars_ctx(["--experiments", "sweep", "--read-ratios", "0,100", "--schedulers",
                     "cars-rr,cars", "--iodepth", "2", "--cars-tunables", "throttle_size=8",
                     "--ioengine", "libaio"])
@@ -221,8 +221,11 @@ def test_plan_options_and_their_checks() -> None:
         get("cars").plan(ctx)
     for argv in (["--flows", "1"], ["--read-ratios", "101"], ["--experiments", "pairs"],
                  ["--schedulers", "kyber"]):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit) as e:
             cars_ctx(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f"error: argument {argv[0]}: '{argv[1]}': choose from" in err, err
 
 
 def test_jobs_are_one_mixed_flow_per_process_in_disjoint_regions() -> None:

@@ -180,7 +180,7 @@ def test_hist_percentile_is_fios_own_on_real_json_plus() -> None:
     a, b = (fio.job_stats(res, n).clat_bins for n in ("r4k-0", "w128k-0"))
     merged = fio.merge_bins([a, b])
     assert sum(merged.values()) == sum(a.values()) + sum(b.values())
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="empty latency histogram"):
         fio.hist_percentile({}, 99.9)
 
 

@@ -1,6 +1,8 @@
 """fio job files of the suites."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench import jobs
@@ -29,7 +31,7 @@ def test_common_options() -> None:
     assert g["direct"] == 1 and g["ioengine"] == "libaio" and "time_based" in g
     assert g["runtime"] == "30s" and g["ramp_time"] == "5s"
     assert g["percentile_list"] == "50:90:99:99.9:99.99"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="runtime must be positive"):
         jobs.common("/dev/x", 0, 0)
 
 
@@ -77,6 +79,7 @@ def test_kyber_workloads_are_table_2() -> None:
     only_w = jobs.parse_options(kyber_baseline.jobfile(
         "/dev/x", kyber_baseline.Workload.parse("W1"), 5, 1, "io_uring", None))
     assert list(only_w) == ["global", "W"]
-    for bad in ("X1", "R", "R1+R2", ""):
-        with pytest.raises(ValueError):
+    for bad, msg in (("X1", "use e.g. R1, W256, R1+W256"), ("R", "use e.g. R1, W256, R1+W256"),
+                     ("R1+R2", "one R and one W at most"), ("", "use e.g. R1, W256, R1+W256")):
+        with pytest.raises(ValueError, match=re.escape(f"bad workload '{bad}': {msg}")):
             kyber_baseline.Workload.parse(bad)

@@ -310,7 +310,8 @@ def test_overhead_k2_adaptive_block_is_real_time() -> None:
         get("overhead").plan(bad)
 
 
-def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
+def test_overhead_asks_for_a_multi_threaded_vm_unless_traced(
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The overhead suite's VM runs a host thread per vCPU (2 jobs at once);
     with --traced the bed's choice (trace events patch kernel text); with
     --icount one vCPU on an instruction-counting clock; the k2 suite with
@@ -320,8 +321,10 @@ def test_overhead_asks_for_a_multi_threaded_vm_unless_traced() -> None:
     assert ov.vm_config(parse(["run", "overhead", "--vm", "--traced"])) == {}
     assert ov.vm_config(parse(["run", "overhead", "--vm", "--icount", "2"])) == {
         "icount": 2, "smp": 1}
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as e:
         parse(["run", "overhead", "--vm", "--icount", "11"])
+    assert e.value.code == 2
+    assert "argument --icount: invalid choice: 11" in capsys.readouterr().err
     assert get("k2").vm_config(parse(["run", "k2", "--vm"])) == {}
     assert get("k2").vm_config(parse(["run", "k2", "--vm", "--icount", "3"])) == {"icount": 3}
     assert get("flashfq").vm_config(parse(["run", "flashfq", "--vm"])) == {}
@@ -368,8 +371,9 @@ def test_overhead_icount_only_in_the_vm() -> None:
 def test_every_suite_help_renders(capsys: pytest.CaptureFixture[str]) -> None:
     """A suite's description goes through argparse's %-formatting (the cars
     suite's "50% reads" once printed the parser's internals)."""
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as e:
         parse(["run", "--help"])
+    assert e.value.code == 0
     out = capsys.readouterr().out
     assert "50% reads" in " ".join(out.split())
     assert "option_strings" not in out
@@ -469,7 +473,7 @@ def test_demo_reloads_ssdsim_for_a_suite_that_asks_and_puts_it_back(
                      ("run", "kyber-grid"), ("load", "ssdsim0", orig)]
     calls.clear()
     monkeypatch.setattr(demo, "_run_loaded", ran(True))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="suite failed"):
         demo._run_one(T(), s, "k", "ssdsim0", Path("/nonexistent"), 1, d)  # type: ignore[arg-type]
     assert calls[-1] == ("load", "ssdsim0", orig)
     calls.clear()

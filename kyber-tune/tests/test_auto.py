@@ -95,9 +95,9 @@ def test_idle_periods_hold_and_steps_respect_the_range() -> None:
     for _ in range(3 * auto.MEMORY):
         c.update(0.5)
     assert c.w_ns == R                                          # then down to the minimum
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="write target range: need 0 < min <= max"):
         Controller(R, 2 * R, R)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="controller steps: need up > 1"):
         Controller(R, R, 2 * R, up=0.9)
 
 
@@ -365,5 +365,5 @@ def test_run_restores_after_an_error_and_needs_kyber(tmp_path: Path) -> None:
                    sleep=lambda s: None)
     assert len(res.rows) == 2 and sel.current == "mq-deadline"
     assert "kyber-iosched" not in sel.loaded
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="--read-p99-us and --period must be > 0"):
         auto.run(Live(), "fake0", 0)

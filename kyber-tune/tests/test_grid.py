@@ -70,9 +70,12 @@ def test_axis_log_spaced_lists_and_errors() -> None:
     assert grid.axis("50:5000:5") == [50.0, 158.0, 500.0, 1580.0, 5000.0]
     assert grid.axis("7:7:1") == [7.0]
     assert grid.axis("250, 1000,4000") == [250.0, 1000.0, 4000.0]
-    for bad in ("", "0:10:3", "10:1:3", "1:10:0", "1:10", "a,b", "5,5", "9,3", "-1,2",
-                "1:10:1"):
-        with pytest.raises(ValueError):
+    for bad in ("0:10:3", "10:1:3", "1:10:0", "1:10", "a,b", "1:10:1"):
+        with pytest.raises(ValueError, match=f"^--read-us: '{bad}' is neither LO:HI:N"):
+            grid.axis(bad, "--read-us")
+    for bad in ("", "5,5", "9,3", "-1,2"):
+        with pytest.raises(ValueError,
+                           match=f"^--read-us: '{bad}': give increasing positive values in us"):
             grid.axis(bad, "--read-us")
 
 
@@ -254,11 +257,16 @@ def test_recommend_objectives(grid_run: tuple[Path, KyberTarget, str]) -> None:
     r = recommend(g, Objective("max-write-iops", max_read_p99_us=500.0))
     assert r.best is not None and r.best.write_us >= 1000 and r.feasible == 5
     assert r.best.predicted()["write_iops"].mean == pytest.approx(2500)
-    for bad in (dict(kind="fastest"), dict(kind="max-iops", min_write_iops=5.0),
-                dict(kind="min-read-p99", max_read_p99_us=5.0),
-                dict(kind="max-iops", max_read_p99_us=-1.0),
-                dict(kind="max-write-iops", min_write_iops=1.0)):
-        with pytest.raises(ValueError):
+    ceiling = r"takes a read-P99 ceiling \(--max-read-p99-us\), not a write-IOPS floor"
+    for bad, msg in ((dict(kind="fastest"), "objective 'fastest': one of min-read-p99, "),
+                     (dict(kind="max-iops", min_write_iops=5.0), "max-iops " + ceiling),
+                     (dict(kind="min-read-p99", max_read_p99_us=5.0),
+                      r"min-read-p99 takes a write-IOPS floor \(--min-write-iops\)"),
+                     (dict(kind="max-iops", max_read_p99_us=-1.0),
+                      "objective bound -1.0: must be a finite number >= 0"),
+                     (dict(kind="max-write-iops", min_write_iops=1.0),
+                      "max-write-iops " + ceiling)):
+        with pytest.raises(ValueError, match=msg):
             Objective(**bad)  # type: ignore[arg-type]
 
 

@@ -27,9 +27,11 @@ def test_jobfile_reader_alone_then_beside_the_writer() -> None:
                            "runtime": "30s"}
     assert "settling" not in parse_options(
         versus.jobfile("/dev/x", Workload.parse("R1+W256"), 60, 0))
-    for bad in ((Workload.parse("R1"), 60, 10), (Workload.parse("R1+W1"), 60, 30),
-                (Workload.parse("R1+W1"), 60, -1)):
-        with pytest.raises(ValueError):
+    settle = "--settle must be at least 0 and less than half of --runtime"
+    for bad, msg in (((Workload.parse("R1"), 60, 10), "R1: bench needs a reader and a writer"),
+                     ((Workload.parse("R1+W1"), 60, 30), settle),
+                     ((Workload.parse("R1+W1"), 60, -1), settle)):
+        with pytest.raises(ValueError, match=msg):
             versus.jobfile("/dev/x", *bad)  # type: ignore[arg-type]
 
 

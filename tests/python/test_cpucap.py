@@ -30,7 +30,7 @@ def test_quota_is_the_fraction_of_all_cpus_in_a_period() -> None:
     assert cpucap.quota_us(16, 0.95, 10_000) == 152_000
     assert cpucap.quota_us(1, 0.01, 10_000) == 1000  # the kernel's minimum
     for bad in (0.0, -0.5, 1.5):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=rf"fraction {bad}: not in \(0, 1\]"):
             cpucap.quota_us(2, bad, 10_000)
 
 
@@ -38,8 +38,11 @@ def test_fraction_is_a_share_or_zero_for_off() -> None:
     assert cpucap.parse_fraction("0.95") == 0.95
     assert cpucap.parse_fraction("1") == 1.0
     assert cpucap.parse_fraction("0") == 0.0
-    for bad in ("", "x", "-0.5", "1.5", "nan", "inf"):
-        with pytest.raises(ValueError):
+    for bad in ("", "x"):
+        with pytest.raises(ValueError, match=f"CPUCAP_FRACTION '{bad}': not a number"):
+            cpucap.parse_fraction(bad)
+    for bad in ("-0.5", "1.5", "nan", "inf"):
+        with pytest.raises(ValueError, match=rf"fraction {bad}: not in \(0, 1\]"):
             cpucap.parse_fraction(bad)
 
 

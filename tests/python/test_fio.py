@@ -53,9 +53,10 @@ def test_mixed_job_sums_directions_and_takes_busiest_percentiles() -> None:
 
 
 def test_missing_job_and_percentile_are_errors() -> None:
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="no fio job 'nope'"):
         fio.job_stats(SAMPLE, "nope")
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError,
+                       match=r"fio did not report percentile 50.0 \(have \[99.0, 99.9\]\)"):
         fio.percentile(fio.job_stats(SAMPLE, "rt"), 50.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no JSON object in fio output"):
         fio.parse("no json here")

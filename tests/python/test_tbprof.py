@@ -2,6 +2,7 @@
 their difference, symbols and the per-I/O table."""
 from __future__ import annotations
 
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -23,7 +24,7 @@ ffffffffc0000400 T ffq_insert_requests\t[flashfq_iosched]
 def test_snapshot_lines_parse_and_junk_is_refused() -> None:
     assert tbprof.parse_counts("ffffffff81000010 5 7\n\n400000 3 2\n") == {
         (0xffffffff81000010, 5): 7, (0x400000, 3): 2}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a snapshot line: 'ffffffff81000010 5'"):
         tbprof.parse_counts("ffffffff81000010 5\n")
 
 
@@ -31,7 +32,7 @@ def test_difference_keeps_only_blocks_that_ran_between() -> None:
     before = {(0x10, 4): 5, (0x20, 2): 1}
     after = {(0x10, 4): 9, (0x20, 2): 1, (0x30, 1): 3}
     assert tbprof.diff_counts(after, before) == {(0x10, 4): 4, (0x30, 1): 3}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="block 0x10 ran fewer times in the later snapshot"):
         tbprof.diff_counts(before, after)
 
 
@@ -86,7 +87,7 @@ def test_tune_items_by_scheduler() -> None:
         == {"flashfq": [("depth", "256"), ("throttle_us", "0")], "k2": [("max_inflight", "8")]}
     for bad in ("flashfq", "flashfq:depth", ":depth=1", "flashfq:=1", "flashfq:a/b=1",
                 "flashfq:depth="):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"^--tune '{re.escape(bad)}': SCHED:NAME=VALUE$"):
             tbprof.parse_tune([bad])
 
 

@@ -26,7 +26,7 @@ def test_a_guest_that_stops_answering_is_reported_with_its_cpus(
         g.sh("(sleep 1; stty -F /dev/ttyS1 inlcr) >/dev/null 2>&1 &")
         time.sleep(3)
         monkeypatch.setattr(vmbed, "ACK_SECONDS", 10.0)
-        with pytest.raises(VMError) as e:
+        with pytest.raises(VMError, match="take the command") as e:
             g.sh("true", timeout=30)
         msg = str(e.value)
         assert "take the command" in msg, msg
