@@ -7,9 +7,13 @@
 #ifndef _IOSCHED_SYSFS_H
 #define _IOSCHED_SYSFS_H
 
+#ifdef __KERNEL__
 #include <linux/errno.h>
 #include <linux/kernel.h>
 #include <linux/string.h>
+#else
+#include "kshim.h"	/* tests/unit/iosched_sysfs_test.c */
+#endif
 
 /*
  * iosched_parse_uint() - one decimal number in [@min, @max], surrounding

@@ -101,4 +101,66 @@ static inline u16 ioprio_value(int prioclass, int priolevel, int priohint)
 	ioprio_value(prioclass, priolevel, priohint)
 #endif /* IOPRIO_CLASS_SHIFT */
 
+/*
+ * The kernel's string parsing that compat/iosched-sysfs.h uses, written
+ * to behave as Linux 6.12's does: isspace() of include/linux/ctype.h (its
+ * table also counts 0xa0 as a space), strim() of lib/string_helpers.c and
+ * kstrtouint() of lib/kstrtox.c (decimal only: the one base the project
+ * parses; an optional '+', digits, one optional newline; -ERANGE past
+ * UINT_MAX, -EINVAL for anything else).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+static inline bool kshim_isspace(unsigned char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r') || c == 0xa0;
+}
+
+static inline char *strim(char *s)
+{
+	size_t size = strlen(s);
+	char *end;
+
+	if (!size)
+		return s;
+	end = s + size - 1;
+	while (end >= s && kshim_isspace(*end))
+		end--;
+	*(end + 1) = '\0';
+	while (kshim_isspace(*s))
+		s++;
+	return s;
+}
+
+static inline int kstrtouint(const char *s, unsigned int base, unsigned int *res)
+{
+	unsigned long long v = 0;
+	bool overflow = false;
+	unsigned int n = 0;
+
+	if (base != 10)
+		return -EINVAL;	/* not needed by the project: not written */
+	if (*s == '+')
+		s++;
+	for (; *s >= '0' && *s <= '9'; s++, n++) {
+		if (v > (ULLONG_MAX - (unsigned int)(*s - '0')) / 10)
+			overflow = true;
+		v = v * 10 + (unsigned int)(*s - '0');
+	}
+	if (overflow)
+		return -ERANGE;
+	if (!n)
+		return -EINVAL;
+	if (*s == '\n')
+		s++;
+	if (*s)
+		return -EINVAL;
+	if (v > UINT_MAX)
+		return -ERANGE;
+	*res = (unsigned int)v;
+	return 0;
+}
+
 #endif /* _KSHIM_H */
