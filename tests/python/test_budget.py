@@ -1,5 +1,6 @@
 """tests/run's time budget: a VM test not started by its deadline is skipped
-with the reason tests/run counts, before any fixture boots a VM."""
+with the reason tests/run fails it for (tests/runner.py), before any fixture
+boots a VM."""
 from __future__ import annotations
 
 import importlib.util

@@ -56,7 +56,8 @@ UNMARKED_MIN = 4
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test not started by tests/run's deadline is skipped, with that
     reason, before its fixtures boot anything, so that the run ends with
-    its summary before CI stops it; one marked minutes(n) with n above
+    its summary before CI stops it (tests/run fails every such test); one
+    marked minutes(n) with n above
     UNMARKED_MIN as soon as it would no longer end by when one started at
     the deadline ends."""
     deadline = os.environ.get(DEADLINE_ENV)
