@@ -9,7 +9,7 @@ DEBIAN_PY = "/usr/bin/python3"
 try:
     import matplotlib  # noqa: F401
 except ImportError:
-    # The project's Python tooling runs on Debian's python3 (README); another
+    # The project's Python tooling runs on Debian's python3 (scripts/README.md); another
     # python3 first on PATH (pyenv, a venv) may lack matplotlib: use Debian's.
     if os.path.exists(DEBIAN_PY) and os.path.realpath(sys.executable) != \
             os.path.realpath(DEBIAN_PY) and not os.environ.get("BENCH_REEXEC"):

@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     sel.add_argument("--beta", type=float, default=80.0,
                      help="bandwidth to keep, %% of none's (default 80)")
     demo = sub.add_parser("demo", help="boot the VM test bed, run short versions of every "
-                          "suite, write the reports (the README's main command)")
+                          "suite, write the reports (bench/README.md, The demo)")
     demo.add_argument("--kernel", action="append",
                       help="kernel release (repeatable; default: the first test kernel)")
     demo.add_argument("--all-kernels", action="store_true",
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "to the device; --runtime, --ramp and --iodepth do not apply), select cars and write "
         "nr_dies, page_kb, read_us, write_us, erase_us, depth, max_hold_us, the mapping cache "
         "and the write pointer to match (bench/calibrate.py); on a real SSD choose them by "
-        "hand (README.md, CARS).")
+        "hand (cars-host/README.md).")
     cal.add_argument("scheduler", choices=SCHEDULERS,
                      help="the scheduler whose model to write: " + ", ".join(SCHEDULERS))
     _device(cal)

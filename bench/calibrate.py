@@ -9,7 +9,7 @@ us), depth = dies, max_hold_us = write_us (a request is held at most one
 program), the mapping cache as ssdsim's (cmt_pages translation pages of
 page_size / 4 entries each, or off) and the write pointer at ssdsim's
 (write_die: where its next written page goes).  A real SSD publishes none
-of this: README.md, CARS, says how to choose the values by hand.
+of this: cars-host/README.md says how to choose the values by hand.
 
 flashfq: the cost model measured on the device.
 
@@ -26,7 +26,7 @@ request takes from the others once the device's parallelism is busy.  That
 charges a large request what all of its pages take, but a synchronous
 task's small reads far less than their latency, and the throttle, which
 equalises charge, then holds a writer to such a reader's pace: on ssdsim
-(README, FlashFQ) the flashfq suite's scenario (a) missed its goal with
+(flashfq/README.md) the flashfq suite's scenario (a) missed its goal with
 QD32 costs and met it with QD1 costs.
 
 Measuring writes to the raw device, so it goes through the runner's safety
@@ -131,7 +131,7 @@ def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout) -> dic
     if info.kind != "ssdsim":
         raise DeviceError(f"calibrate cars reads the geometry and timing of an ssdsim disk; "
                           f"/dev/{dev} is {info.kind} ({info.model}): choose cars's tunables "
-                          "by hand (README.md, CARS)")
+                          "by hand (cars-host/README.md)")
     ss = read_ssdsim(target, dev)
     values = cars_tunables(ss)
     cleanups = Cleanups(out)

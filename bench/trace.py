@@ -383,7 +383,7 @@ class Lttng(Tracer):
             raise TraceError(
                 "--trace lttng: LTTng's kernel tracer (lttng-modules: lttng-tracer.ko) is not "
                 f"loaded on {t.name()}; build it and the project's probes with `make "
-                "lttng-probes KVER=$(uname -r)` and install them as the README's Tracing "
+                "lttng-probes KVER=$(uname -r)` and install them as tracepoints/README.md's LTTng "
                 "section says, then run again")
         for sys_ in dict.fromkeys(candidates):
             mod = f"lttng-probe-{sys_}"
@@ -393,7 +393,7 @@ class Lttng(Tracer):
             except DeviceError as e:
                 # its events stay unavailable; said if they were wanted
                 self.missing.append(f"{sys_}: {e} (make lttng-probes, then install "
-                                    "the probes as the README's Tracing section says)")
+                                    "the probes as tracepoints/README.md says)")
         # undone last first: sessions, then the daemon we started (it holds the
         # probes), then the probes
         if daemon:

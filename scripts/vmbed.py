@@ -1,7 +1,7 @@
 """The VM test bed: boot a Debian test kernel under QEMU with the project's
 freshly built modules and run shell commands inside it.
 
-Design (measured and argued in README.md, "The VM test bed"):
+Design (measured and argued in tests/README.md, "The VM test bed"):
 - A hand-made initramfs, not a shared root: busybox, fio and its libraries,
   e2fsprogs, and the kernel's own modules the tests need, packed once per
   kernel into .cache/vm/<release>/base.cpio.  The project's modules go into

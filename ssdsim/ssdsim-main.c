@@ -12,7 +12,7 @@
  * hooks feed the trace system "ssdsim" (tracepoints/trace/events/ssdsim.h).
  *
  * Parameters, sysfs files and the choice of the default time_scale are
- * documented in README.md.
+ * documented in ssdsim/README.md.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -35,7 +35,7 @@
 #define CREATE_TRACE_POINTS
 #include <trace/events/ssdsim.h>
 
-/* Module parameters, all read-only after load (README.md, "ssdsim"). */
+/* Module parameters, all read-only after load (ssdsim/README.md). */
 static unsigned int g_nr_devices = 1;
 module_param_named(nr_devices, g_nr_devices, uint, 0444);
 MODULE_PARM_DESC(nr_devices, "Number of disks /dev/ssdsimN, 1-16 (default 1)");

@@ -181,7 +181,7 @@ class Overhead(Suite):
         for its whole turn; that measured the locks' bad luck, not their
         cost (a block's ratio ranged 0.40-1.00 for the same scheduler).
         With --traced, single: enabling trace events patches kernel text,
-        which multi-threaded TCG now and then gets wrong (README).  With
+        which multi-threaded TCG now and then gets wrong (tests/README.md, The VM test bed).  With
         --icount, one vCPU on an instruction-counting clock (module
         docstring)."""
         if args.icount is not None:
