@@ -6,7 +6,7 @@
 # make deb                     the DKMS Debian package, in .build/deb/
 # make install-src DESTDIR=D   the source tree DKMS builds from, into D
 # make check                   install dependencies, run every test tier
-# make demo [DEMO_ARGS=...]    the benchmark demonstration in the VM (README)
+# make demo [DEMO_ARGS=...]    the benchmark demonstration in the VM (bench/README.md)
 # make clean
 #
 # Extra kbuild options pass through: make W=1 C=2 KVER=...
@@ -62,7 +62,7 @@ endif
 modules: kdir-check
 	@priv=$$($(TOP)/scripts/ksrc $(KVER)) || exit 1;					\
 	mkdir -p $(BUILD);									\
-	cd $(TOP) && tar -c Kbuild compat tracepoints $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
+	cd $(TOP) && tar -c Kbuild compat elevator tracepoints $(MOD_DIRS) | tar -x -C $(BUILD) &&			\
 	$(call IN_ROOT,-b $$priv) $(MAKE) -C $(KDIR_IN) M=$(BUILD) IOSCHED_TOP=$(BUILD) IOSCHED_PRIV=$$priv \
 		IOSCHED_VERSION=$(VERSION) modules
 	@cd $(BUILD) && find . -name '*.ko' | sort | sed 's|^\./|built: $(BUILD)/|'
@@ -94,7 +94,7 @@ uninstall:
 
 # What DKMS builds from (/usr/src/ssd-iosched-<version>/): the modules'
 # sources and what `make modules` needs to find headers and private headers.
-SRC_FILES := Kbuild Kconfig Makefile dkms.conf compat tracepoints/trace $(MOD_DIRS) \
+SRC_FILES := Kbuild Kconfig Makefile dkms.conf compat elevator tracepoints/trace $(MOD_DIRS) \
 	scripts/kernels scripts/ksrc
 
 install-src:
@@ -102,7 +102,7 @@ install-src:
 	@mkdir -p $(DESTDIR) && cd $(TOP) && tar -c $(SRC_FILES) | tar -x -C $(DESTDIR)
 
 # ssd-iosched-dkms_<version>_all.deb, built with debhelper and dh_dkms from
-# packaging/debian in a copy of the tree (README: "The Debian package").
+# packaging/debian in a copy of the tree (packaging/README.md).
 DEB_DIR := $(BUILD_ROOT)/deb
 deb:
 	@for t in dpkg-buildpackage dh dh_dkms; do command -v $$t >/dev/null ||			\
@@ -110,6 +110,7 @@ deb:
 	@rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/ssd-iosched-$(VERSION)
 	@$(MAKE) -s -C $(TOP) install-src DESTDIR=$(DEB_DIR)/ssd-iosched-$(VERSION)
 	@cp -a $(TOP)/packaging/debian $(TOP)/packaging/examples $(TOP)/README.md $(DEB_DIR)/ssd-iosched-$(VERSION)/
+	@cp $(TOP)/packaging/README.md $(DEB_DIR)/ssd-iosched-$(VERSION)/README.packaging.md
 	@$(TOP)/packaging/changelog $(VERSION) > $(DEB_DIR)/ssd-iosched-$(VERSION)/debian/changelog
 	@cd $(DEB_DIR)/ssd-iosched-$(VERSION) && dpkg-buildpackage -b -us -uc > ../build.log 2>&1 ||	\
 		{ tail -30 ../build.log; echo "make deb: dpkg-buildpackage failed (log: $(DEB_DIR)/build.log)"; exit 1; }
@@ -124,6 +125,6 @@ clean:
 	rm -rf $(BUILD_ROOT)
 
 # Every benchmark suite, short, in the VM on each test kernel (bench/README.md).
-# the first test kernel; DEMO_ARGS=--all-kernels for each (README)
+# the first test kernel; DEMO_ARGS=--all-kernels for each
 demo:
 	cd $(TOP) && /usr/bin/python3 -m bench demo $(DEMO_ARGS)

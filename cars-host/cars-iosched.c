@@ -10,44 +10,16 @@
  *
  * Interface
  * ---------
- * sysfs, /sys/block/<dev>/queue/iosched/ (junk fails with EINVAL and
- * changes nothing):
- *   nr_dies		1..255, default 8: flash dies of the device.
- *   page_kb		1..64, a power of two, default 4: flash page, KiB.
- *   read_us		1..10000000, default 60: one page read (tR), us.
- *   write_us		1..10000000, default 600: one page program, us.
- *   erase_us		1..10000000, default 3000: die time of a discard, us.
- *   depth		1..1024, default nr_dies at start: requests in the
- *			device at once; in force clamped to nr_requests.
- *   throttle_size	0..1024, default 4: consecutive dispatches from one
- *			flow after which it waits for another to be served;
- *			0: off.
- *   max_hold_us	0..1000000, default 2000: how long the oldest
- *			conflicting request may be held when every flow's
- *			request conflicts, us.
- *   filter		0 or 1, default 1: 0 is plain round-robin with the
- *			same depth and throttle (the paper's baseline).
- *   cmt_regions	0..CARS_MAX_CMT, default 0 (off): mapping-cache
- *			regions the scheduler assumes the device caches.
- *   cmt_region_kb	4..1048576, default 2048: one region, KiB.
- *   lookahead	1..CARS_SCAN, default 1: requests of each flow a pick
- *			considers, oldest first; 1 is the paper's (a device
- *			sees only the head of each submission queue).
- *   write_pointer	0..nr_dies - 1: the die the next written page is
- *			predicted on; set it from the device when the
- *			device was written without CARS (ssdsim: write_die).
- * Changing nr_dies or page_kb forgets the die states and the record of
- * writes; changing cmt_regions or cmt_region_kb empties the cache model.
- * debugfs, /sys/kernel/debug/block/<dev>/sched/: dies (per die: predicted
- * state, ns until its estimated end, requests predicted on it), counters
- * (skips per reason, throttle events, forced dispatches, record hits and
- * misses, ...), inflight, queued, flows, queue_list.
+ * The sysfs attributes (units, ranges, defaults), the debugfs files and the
+ * trace events are documented in cars-host/README.md;
+ * tests/python/test_docs.py holds that document to the tables this file
+ * registers.
  *
  * Locking
  * -------
  * cd->lock protects struct cars_data from @s to @stats and every flow's
  * state, and is the dispatch lock of the per-CPU dispatch batch records
- * (cd->batch: compat/iosched-batch.h).  finish_request and
+ * (cd->batch: elevator/iosched-batch.h).  finish_request and
  * requeue_request can run in hard interrupt context, so it is taken with
  * interrupts off: spin_lock_irq() in insert,
  * dispatch, bio_merge, sysfs and debugfs, spin_lock_irqsave() in finish,
@@ -115,6 +87,7 @@
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
 #include "iosched-batch.h"
+#include "iosched-merge.h"
 #include "iosched-icq.h"
 #include "iosched-sysfs.h"
 #include "cars-core.h"
@@ -375,11 +348,7 @@ static __always_inline void __cars_remove_request(struct cars_data *cd,
 	lockdep_assert_held(&cd->lock);
 
 	list_del_init(&rq->queuelist);
-	/* elv_rqhash_del()'s own test, without the call for the others */
-	if (ELV_ON_HASH(rq))
-		elv_rqhash_del(cd->q, rq);
-	if (cd->q->last_merge == rq)
-		cd->q->last_merge = NULL;
+	iosched_forget_merge(cd->q, rq);
 	cars_rq_put(rq, cars_rq_get(rq) & ~CARS_RQ_QUEUED);
 	if (!--f->queued)
 		list_del_init(&f->rr_node);
@@ -460,7 +429,7 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); the pick of a request
  * of another ends the batch, so that the requests reach the device in the
- * order their dies were predicted in (compat/iosched-batch.h).
+ * order their dies were predicted in (elevator/iosched-batch.h).
  */
 static struct request *__cars_dispatch_request(struct cars_data *cd,
 					       const struct blk_mq_hw_ctx *batch)
@@ -560,7 +529,7 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	return rq;
 }
 
-/* False ends the dispatch batch being built (compat/iosched-batch.h). */
+/* False ends the dispatch batch being built (elevator/iosched-batch.h). */
 static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;

@@ -17,38 +17,16 @@
  *
  * Interface
  * ---------
- * sysfs, /sys/block/<dev>/queue/iosched/ (junk fails with EINVAL and
- * changes nothing):
- *   depth			1..256, default 16: requests in the device at
- *				once (the paper's D); in force: clamped to
- *				nr_requests.
- *   throttle_us		0..10000000, default 100000: a request whose
- *				start tag is more than this (ns of device time
- *				at normal weight, in us) ahead of the most
- *				lagging task's progress (requests outstanding
- *				or anticipation blocking) waits; 0: off.
- *   anticipation_us		0..10000000, default 20000: how long a task
- *				whose synchronous request completed keeps its
- *				place in virtual time; 0: no anticipation.
- *   anticipation_block_us	0..10000000, default 2000: how long (at
- *				most anticipation_us) that anticipation may
- *				hold back dispatch to others, keeping a
- *				free depth slot for the task (ffq_pick()).
- *   ioprio_weights		0 or 1, default 0: weigh requests by I/O
- *				priority (flashfq-core.h, ffq_weight()).
- *   cost_{read,write}_{4k,128k}_ns  1..1000000000: device time of a 4 KiB
- *				and a 128 KiB request, one at a time in steady
- *				state (defaults and calibration: flashfq-core.h).
- * debugfs, /sys/kernel/debug/block/<dev>/sched/: tasks (one line per
- * active task), vtime, inflight, queued, counters (throttle and
- * anticipation counts, requests per path), queue_list (every queued
- * request, by task) and bypass_list.
+ * The sysfs attributes (units, ranges, defaults), the debugfs files and the
+ * trace events are documented in flashfq/README.md;
+ * tests/python/test_docs.py holds that document to the tables this file
+ * registers.
  *
  * Locking
  * -------
  * fd->lock protects everything in struct ffq_data from @s to @stats,
  * and every task's state (struct ffq_tq), and is the dispatch lock of the
- * per-CPU dispatch batch records (fd->batch: compat/iosched-batch.h).
+ * per-CPU dispatch batch records (fd->batch: elevator/iosched-batch.h).
  * finish_request and requeue_request can run in hard interrupt context and
  * must update virtual time and anticipation, so the lock is taken with
  * interrupts off everywhere:
@@ -166,6 +144,7 @@
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
 #include "iosched-batch.h"
+#include "iosched-merge.h"
 #include "iosched-icq.h"
 #include "iosched-sysfs.h"
 #include "flashfq-core.h"
@@ -540,11 +519,7 @@ static __always_inline void __ffq_remove_request(struct ffq_data *fd,
 	list_del_init(&rq->queuelist);
 	if (flags & FFQ_RQ_ON_RB)
 		elv_rb_del(&tq->sort[rq_data_dir(rq)], rq);
-	/* elv_rqhash_del()'s own test, without the call for the others */
-	if (ELV_ON_HASH(rq))
-		elv_rqhash_del(fd->q, rq);
-	if (fd->q->last_merge == rq)
-		fd->q->last_merge = NULL;
+	iosched_forget_merge(fd->q, rq);
 	ffq_rq_put(rq, ffq_rq_charge(word), ffq_rq_slot(word),
 		   flags & ~(FFQ_RQ_QUEUED | FFQ_RQ_ON_RB));
 	tq->task.nr_queued--;
@@ -734,7 +709,7 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 /*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); a request of another
- * ends the batch (compat/iosched-batch.h).
+ * ends the batch (elevator/iosched-batch.h).
  */
 static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 					      const struct blk_mq_hw_ctx *batch)
@@ -801,7 +776,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	return NULL;
 }
 
-/* One dispatch batch, one hardware queue: compat/iosched-batch.h. */
+/* One dispatch batch, one hardware queue: elevator/iosched-batch.h. */
 static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
@@ -817,7 +792,7 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 
 /*
  * True while requests are queued, also when they are held back.  False
- * ends the dispatch batch being built (compat/iosched-batch.h).
+ * ends the dispatch batch being built (elevator/iosched-batch.h).
  */
 static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 {

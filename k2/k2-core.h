@@ -260,36 +260,32 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * K2_ADAPT_MIN_SAMPLES), so a window that ends there takes the decision a
  * full one would, a lower bound, sooner: after a rise in background load
  * real-time requests complete far more slowly, and a full window would
- * take seconds.  Three, not one: a stall of the host delays the one or
- * two real-time requests then in flight, and should cost one fall, not
- * two.  (A first version waited for ten: on ssdsim, when random writes
- * joined the background halfway, a real-time reader completing five
- * reads a second, a third of them over, took 5-9 s a window.)  Its
- * estimate is the 99.9th percentile
- * (K2_ADAPT_PERMILLE) of the window's samples added to half the previous
- * estimate's histogram, so that it rests on about twice a window's
- * samples (k2_lat_tail()).  With fewer than 1000 samples the 99.9th
- * percentile is their largest, and under an exponential tail the largest
- * of 100-200 samples is about the 99.3rd percentile, well below the
- * 99.9th: on ssdsim's random reads beside three best-effort readers, at
- * bound 21, the windows' largest were 29.6-44.1 ms, median 32.6, where
- * the 99.9th percentile of 935 reads was 44.1 (and halving a bucket
- * rounds down, so that a lone slow sample is gone from the fold a window
- * later: the tail of the estimate is one window's).  So below 1000
- * samples the estimate adds to the largest half the tail's
- * extrapolation to the 99.9th percentile: an exponential tail of mean
- * excess m (over the 90th percentile, the mean of about a tenth of the
- * samples, far steadier than any one of them) grows by m * ln(1000 / n)
- * from the largest of n samples to the 99.9th percentile.  Half of it,
- * because where the noise is bounded, as in the simulated plants below,
- * the tail ends at the largest sample, and the whole extrapolation held
- * the bound at half the best (10.2 where 22 met the target).  Measured on
- * an exponential tail (sim_latency_tail() in tests/unit/k2_test.c): runs
- * of 16 windows after 4, the k2 suite's 24 s run on ssdsim, ended with a
- * 99.9th percentile above 1.2 of the target in 2 of 200 (20 of 200 on
- * the largest alone), settled at a mean bound of 10.0 against a best
- * of 11 (12.1 on the largest alone, above the best); where a doubling
- * buys a fifth, 17.6 against 22 (23.0).  Then:
+ * take seconds.  Three, not one: a stall of the host delays the one or two
+ * real-time requests then in flight, and should cost one fall, not two.  Its
+ * estimate is the 99.9th percentile (K2_ADAPT_PERMILLE) of the window's
+ * samples added to half the previous estimate's histogram, so that it rests
+ * on about twice a window's samples (k2_lat_tail()).  With fewer than 1000
+ * samples the 99.9th percentile is their largest, and under an exponential
+ * tail the largest of 100-200 samples is about the 99.3rd percentile, well
+ * below the 99.9th: on ssdsim's random reads beside three best-effort
+ * readers, at bound 21, the windows' largest were 29.6-44.1 ms, median
+ * 32.6, where the 99.9th percentile of 935 reads was 44.1 (and halving a
+ * bucket rounds down, so that a lone slow sample is gone from the fold a
+ * window later: the tail of the estimate is one window's).  So below 1000
+ * samples the estimate adds to the largest half the tail's extrapolation to
+ * the 99.9th percentile: an exponential tail of mean excess m (over the
+ * 90th percentile, the mean of about a tenth of the samples, far steadier
+ * than any one of them) grows by m * ln(1000 / n) from the largest of n
+ * samples to the 99.9th percentile.  Half of it, because where the noise is
+ * bounded, as in the simulated plants below, the tail ends at the largest
+ * sample, and the whole extrapolation held the bound at half the best (10.2
+ * where 22 met the target).  Measured on an exponential tail
+ * (sim_latency_tail() in tests/unit/k2_test.c): runs of 16 windows after 4,
+ * the k2 suite's 24 s run on ssdsim, ended with a 99.9th percentile above
+ * 1.2 of the target in 2 of 200 (20 of 200 on the largest alone), settled
+ * at a mean bound of 10.0 against a best of 11 (12.1 on the largest alone,
+ * above the best); where a doubling buys a fifth, 17.6 against 22
+ * (23.0).  Then:
  *  - above the target: the bound falls in proportion to the overshoot
  *    (bound * target / estimate, as if latency grew linearly with the
  *    requests in the device), by at least one and at most to half, and
@@ -320,17 +316,7 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  *    TCP's: 1, 2, 4, 8, 16 in four windows).  An estimate that rests on
  *    one window's samples (the first after a fall or the start: fewer
  *    than K2_ADAPT_SETTLED) is near their maximum, a lower percentile
- *    than the 99.9th, and earns a rise of one only.  (K2_ADAPT_SETTLED
- *    was 3/2 of K2_ADAPT_MIN_SAMPLES, but two windows of it fold to about
- *    145 samples, since halving a bucket rounds down, and the second
- *    window after a fall earned a rise of one too.)  (A first
- *    version rose by one above half the target and by a quarter above a
- *    quarter of it: where the fixed part dominates, as ssdsim's random
- *    reads at time_scale 50, 13.8 ms at bound 1 and 19.5 ms at 16
- *    against a 45 ms target, it took 12 windows, 13 s, to reach 16 and
- *    was at 22 when a 28 s run ended.  A rise all the way, not halfway,
- *    and on one window's estimate too, went from 17 to 22 on an estimate
- *    of 17.4 ms where 17 had measured 25.6-34.8 ms, and was cut twice.)
+ *    than the 99.9th, and earns a rise of one only.
  *  - otherwise (between 3/4 of the target and the target) it holds, as
  *    it does at max_inflight (a rise that cannot go above it is none).
  * Both moves are proportional, with a dead band in between: a bound
@@ -351,33 +337,22 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * bound is raised for: on a device whose total is fixed (the paper's
  * throttled one) best effort gains what a real-time job slowed within its
  * target leaves, as the target allows; where the real-time share is small
- * (one writer beside three) that is too little to count.  (A first
- * version judged the total, and held the bound at 1 on the throttled
- * device; it rose only while the first window's rate counted the idle
- * time before a benchmark's jobs started.)  A climb is judged once it has
- * doubled the bound: the rate (best effort's sectors dispatched per unit
- * of time, k2_adapt_rate()) of the first
- * window at twice the bound the climb started from, or more, is
- * compared with the rate at that base (the mean of its windows, the
- * latest weighing half).  Twice the bound must buy an eighth more
- * bandwidth (12.5 %, an eighth of the proportional gain); a first window
- * that falls short is not enough to undo it: the bound holds for a
- * second window, and the mean of the two is judged.  (Judged on one
- * window, a host stall's 8 % or a window's 5-10 % of noise undid real
- * gains in the k2 suite's runs on ssdsim: 16 to 32 where the sweep
- * measured 17 % more, 8 to 16 where it measured 31 %.)  Failing that,
- * the bound goes back to the base, no raise goes above it for K2_ADAPT_PROBE
- * windows, and then it probes again, since the device or the load may
- * have changed.  A probe that fails from the same base doubles that
- * hold, up to K2_ADAPT_PROBE_MAX windows (until a climb from there or
- * above is kept), so that a saturated device sees one now and then.
- * The rate of one window varies by 5 to 10 % under a steady load (more
- * in a guest whose host is busy): a step of one (16 to 17, a gain of
- * 6 % at best) cannot be told from noise, where a doubling can.  (A
- * first version judged every step, by a quarter of the proportional
- * gain: in a busy host it undid raises from 15 to 16 of a random read
- * load on ssdsim that gains 20 % from 16 to 32, and held the bound under
- * the fixed one it was measured against.)
+ * (one writer beside three) that is too little to count.  A climb is judged
+ * once it has doubled the bound: the rate (best effort's sectors dispatched
+ * per unit of time, k2_adapt_rate()) of the first window at twice the bound
+ * the climb started from, or more, is compared with the rate at that base
+ * (the mean of its windows, the latest weighing half).  Twice the bound must
+ * buy an eighth more bandwidth (12.5 %, an eighth of the proportional
+ * gain); a first window that falls short is not enough to undo it: the
+ * bound holds for a second window, and the mean of the two is
+ * judged.  Failing that, the bound goes back to the base, no raise goes
+ * above it for K2_ADAPT_PROBE windows, and then it probes again, since the
+ * device or the load may have changed.  A probe that fails from the same
+ * base doubles that hold, up to K2_ADAPT_PROBE_MAX windows (until a climb
+ * from there or above is kept), so that a saturated device sees one now and
+ * then.  The rate of one window varies by 5 to 10 % under a steady load
+ * (more in a guest whose host is busy): a step of one (16 to 17, a gain of
+ * 6 % at best) cannot be told from noise, where a doubling can.
  *
  * A bound that missed the target is remembered (k2_adapt_miss()): no
  * raise goes to it or above for K2_ADAPT_PROBE windows, and a probe of

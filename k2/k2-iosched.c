@@ -17,38 +17,15 @@
  *
  * Interface
  * ---------
- * sysfs, /sys/block/<dev>/queue/iosched/:
- *   max_inflight	1..nr_requests, default 32.  Reads show the bound in
- *			force, i.e. the setting clamped to the current
- *			nr_requests (a setting survives a temporary
- *			reduction of nr_requests).
- *   starvation_ms	0..60000, default 0 (strict priority).  Otherwise
- *			the non-RT queue goes ahead of RT once its oldest
- *			request has waited starvation_ms and it has not
- *			been served for starvation_ms: while backlogged it
- *			gets at least, and under RT load about, one request
- *			per starvation_ms.
- *   rt_tags		0..nr_requests / 2, default a quarter of nr_requests
- *			when K2 starts (64 of 256): scheduler tags of each
- *			hardware queue that only real-time submitters may
- *			take (k2_limit_depth()); 0 keeps none back.  Reads
- *			show the reserve in force, the setting clamped to
- *			half the current nr_requests.
- *   inflight		read-only: requests counted in flight now.
- * debugfs, /sys/kernel/debug/block/<dev>/sched/: queued, dispatched,
- * completed, requeued, merged ("<queue> <n>" per line, queues rt0..rt7
- * and be), inflight, throttled (dispatch calls held back by the bound),
- * starvation_promotions, uncounted (dispatched without a finish_request to
- * come), stall_checks (waits at the bound looked into), recoveries (total)
- * and recovery_causes, <queue>_list (the requests queued), and lose_slots
- * (for tests: writing N counts N slots that no request holds; reads show
- * how many were counted so).
+ * The sysfs attributes (units, ranges, defaults), the debugfs files and the
+ * trace events are documented in k2/README.md; tests/python/test_docs.py
+ * holds that document to the tables this file registers.
  *
  * Locking
  * -------
  * kd->lock protects the staging queues, their trees and counts, the dispatch
  * statistics and the stall detector, and is the dispatch lock of the per-CPU
- * dispatch batch records (kd->batch: compat/iosched-batch.h, which says how
+ * dispatch batch records (kd->batch: elevator/iosched-batch.h, which says how
  * has_work() ends a batch without it); it is a plain spinlock, never taken in
  * interrupt context.  insert_requests, dispatch_request and bio_merge (when
  * something is queued) take it, and the core calls the merge callbacks
@@ -60,7 +37,7 @@
  * return a request of another hardware queue than the one being run; but one
  * dispatch batch holds requests of one hardware queue only, since blk-mq would
  * reorder a mixed one (real-time first must hold at the device too:
- * compat/iosched-batch.h).
+ * elevator/iosched-batch.h).
  *
  * completed_request, finish_request and requeue_request can run in hard
  * interrupt context (completions) and take no lock: the in-flight count
@@ -157,6 +134,7 @@
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
 #include "iosched-batch.h"
+#include "iosched-merge.h"
 #include "iosched-sysfs.h"
 #include "k2-core.h"
 
@@ -579,11 +557,7 @@ static __always_inline void __k2_remove_request(struct k2_data *kd,
 	list_del_init(&rq->queuelist);
 	if (state & K2_RQ_ON_RB)
 		elv_rb_del(&kq->sort[rq_data_dir(rq)], rq);
-	/* elv_rqhash_del()'s own test, without the call for the others */
-	if (ELV_ON_HASH(rq))
-		elv_rqhash_del(kd->q, rq);
-	if (kd->q->last_merge == rq)
-		kd->q->last_merge = NULL;
+	iosched_forget_merge(kd->q, rq);
 	k2_rq_set_state(rq, state & ~(K2_RQ_QUEUED | K2_RQ_ON_RB));
 
 	kd->queued--;
@@ -979,7 +953,7 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 /*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); a request of another
- * ends the batch (compat/iosched-batch.h).
+ * ends the batch (elevator/iosched-batch.h).
  */
 static struct request *__k2_dispatch_request(struct k2_data *kd,
 					     const struct blk_mq_hw_ctx *batch)
@@ -1128,7 +1102,7 @@ static int k2_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
 /*
  * True while requests are queued, also when the bound holds them back:
  * blk-mq then keeps re-running the queue, which drives k2_check_stall().
- * False ends the dispatch batch being built (compat/iosched-batch.h).
+ * False ends the dispatch batch being built (elevator/iosched-batch.h).
  */
 static bool k2_has_work(struct blk_mq_hw_ctx *hctx)
 {

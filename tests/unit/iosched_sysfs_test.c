@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of iosched_parse_uint() (compat/iosched-sysfs.h), the parsing
+ * Unit tests of iosched_parse_uint() (elevator/iosched-sysfs.h), the parsing
  * rule every tunable of the project's elevators follows: one decimal number
  * in [min, max], surrounding whitespace allowed; anything else, including
  * overflow and embedded NULs, is -EINVAL and leaves the result alone.

@@ -102,7 +102,7 @@ static inline u16 ioprio_value(int prioclass, int priolevel, int priohint)
 #endif /* IOPRIO_CLASS_SHIFT */
 
 /*
- * The kernel's string parsing that compat/iosched-sysfs.h uses, written
+ * The kernel's string parsing that elevator/iosched-sysfs.h uses, written
  * to behave as Linux 6.12's does: isspace() of include/linux/ctype.h (its
  * table also counts 0xa0 as a space), strim() of lib/string_helpers.c and
  * kstrtouint() of lib/kstrtox.c (decimal only: the one base the project

@@ -207,7 +207,7 @@ exit $rc""")
 def test_driver_gets_requests_in_dispatch_order(cars: Guest) -> None:
     """blk-mq sorts a dispatch batch that holds requests of several hardware
     queues by queue; CARS ends a batch at a head of another queue
-    (compat/iosched-batch.h), so the requests reach ssdsim in the order
+    (elevator/iosched-batch.h), so the requests reach ssdsim in the order
     CARS predicted their dies in: with 4 KiB random reads and writes from
     both CPUs (each its own hardware queue), in every dispatching context
     (pid and CPU) ssdsim's queue_rq (ssdsim_queue) saw them in cars_dispatch
@@ -225,6 +225,7 @@ def test_driver_gets_requests_in_dispatch_order(cars: Guest) -> None:
     assert_driver_order(text, "cars_dispatch", ended)
 
 
+@pytest.mark.debug_tier
 def test_lookahead_verifies_and_ends_idle(cars: Guest) -> None:
     """With lookahead 8 (picks past a flow's oldest request, so a flow's
     requests leave out of order), four flows of random 4-32 KiB writes read

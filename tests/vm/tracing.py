@@ -74,7 +74,7 @@ def assert_driver_order(text: str, dispatch: str, batches_ended: int) -> None:
     writes took part, that over 100 requests were compared and that the
     elevator ended dispatch batches for another queue's request
     (@batches_ended, its counter), so that the run tested the rule
-    (compat/iosched-batch.h)."""
+    (elevator/iosched-batch.h)."""
     issued: dict[tuple[str, str], dict[str, list[tuple[str, int]]]] = {}
     for m in _ISSUE.finditer(text):
         if m["ev"] not in (dispatch, "ssdsim_queue"):

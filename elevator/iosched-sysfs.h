@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What every elevator of the project's sysfs stores share: the parsing
- * rule of DESIGN.md ("one value per file; out of range, not a number or
+ * rule of every tunable ("one value per file; out of range, not a number or
  * empty fails with EINVAL and changes nothing").
  */
 #ifndef _IOSCHED_SYSFS_H
