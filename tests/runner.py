@@ -8,7 +8,7 @@ Tiers (tests/README.md):
   vm      the VM suites (tests/vm, pytest) on each test kernel
   debug   on the debug kernel (scripts/debugkernel: lockdep, KASAN, UBSAN,
           kmemleak, fault injection; built on first use, then cached), the
-          VM suites that do not assert timing, and the fault injection tests
+          fault injection tests and the VM tests marked debug_tier
 
 The plan (tests/plan.txt) lists every test of every group (a tier, or a
 test kernel's VM tier); a planned test that does not run, a test that runs
@@ -54,17 +54,20 @@ ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("static", "unit", "vm", "debug")
 PLAN = ROOT / "tests" / "plan.txt"
 SKIPS = ROOT / "tests" / "skips.txt"
-# The debug tier: the suites whose tests do not need LTTng or assert timing
-# (-m), and the fault injection tests, which run nowhere else; after the
-# generic suite, whose last test reads the console since boot, where the
-# injected allocation failures leave backtraces.
+# The debug tier: the fault injection tests, which run nowhere else, and
+# the tests marked debug_tier (the generic suite, K2's trace events, and of
+# the other suites those on paths these do not take: tests/README.md) that
+# neither need LTTng nor assert timing; the generic suite first, whose last
+# test reads the console since boot, where the injected allocation failures
+# leave backtraces.
 DEBUG_SUITES = ["tests/vm/test_generic.py", "tests/vm/test_faults.py", "tests/vm/test_k2.py",
                 "tests/vm/test_flashfq.py", "tests/vm/test_cars.py", "tests/vm/test_ssdsim.py",
-                "tests/vm/test_ssdsim_trace.py", "tests/vm/test_trace.py"]
+                "tests/vm/test_trace.py"]
 # CONFIG_LOCALVERSION of the debug kernel (tests/debug/kernel.config)
 DEBUG_LOCALVERSION = "-ssd-debug"
 # tests named with their time after each tier: where to look when it grows
-# (every test's is in .cache/check/<tier>.xml, pytest's JUnit XML)
+# (every test's time and printed figures are in .cache/check/<group>.xml,
+# pytest's JUnit XML)
 SLOWEST = 12
 # CI stops a run at 90 min: under make check (CHECK_STARTED, seconds since
 # the epoch), or when CHECK_BUDGET_MIN is set (counted from this script's
@@ -291,7 +294,7 @@ def module_dirs() -> list[str]:
 
 def kernel_sources() -> list[Path]:
     files: list[Path] = []
-    for d in ["compat", *module_dirs()]:
+    for d in ["compat", "elevator", *module_dirs()]:
         files += sorted((ROOT / d).glob("*.[ch]"))
     files += sorted((ROOT / "tracepoints").rglob("*.[ch]"))
     return files
@@ -378,7 +381,7 @@ def run_c_test(t: Tally, src: Path, tmp: Path, skips: list[AllowedSkip]) -> None
     name = src.stem.removesuffix("_test")
     exe = tmp / src.stem
     # the shims, the elevators' shared helpers, and the folder named for the test
-    inc = ["-I", str(ROOT / "tests" / "unit"), "-I", str(ROOT / "compat")]
+    inc = ["-I", str(ROOT / "tests" / "unit"), "-I", str(ROOT / "elevator")]
     if (ROOT / name).is_dir():
         inc += ["-I", str(ROOT / name)]
     r = sh(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
@@ -437,7 +440,8 @@ def pytest_run(t: Tally, group: Group, paths: list[str], extra: list[str] | None
     with tempfile.NamedTemporaryFile(suffix=".xml") as xml, \
             tempfile.NamedTemporaryFile("r", suffix=".notes") as notes:
         cmd = [PY, "-m", "pytest", "-p", "no:cacheprovider", f"--rootdir={ROOT}", "-rfEs", "-v",
-               "-o", "junit_family=xunit1", f"--junitxml={xml.name}", *(extra or []), *paths]
+               "-o", "junit_family=xunit1", "-o", "junit_logging=system-out",
+               f"--junitxml={xml.name}", *(extra or []), *paths]
         t.say(f"== {label}: {' '.join(cmd[1:])}")
         # tests/vm/conftest.py notes there a VM it had to boot again
         env = dict(os.environ, VM_BOOT_NOTES=notes.name)
@@ -518,7 +522,7 @@ def vm_kernel(t: Tally, k: str, kernels: list[str], kexpr: str | None,
 
 
 DEBUGKERNEL = str(ROOT / "scripts" / "debugkernel")
-DEBUG_MARKS = "not timing and not lttng"
+DEBUG_MARKS = "(debug_kernel or debug_tier) and not timing and not lttng"
 
 
 def build_debug_kernel(t: Tally, times: dict[str, float]) -> bool:

@@ -33,6 +33,9 @@ def pytest_configure(config: pytest.Config) -> None:
               "where KASAN and lockdep make timing meaningless)",
               "lttng: needs the LTTng modules (not built for the debug kernel)",
               "debug_kernel: needs the debug kernel's fault injection (the debug tier only)",
+              "debug_tier: runs in the debug tier too (tests/run): test_generic's and "
+              "test_trace's tests, and of the other suites those on a path of the project's "
+              "code that test_generic and test_faults do not take",
               "userspace: tests user space (the benchmark runner, kyber-tune, the udev rule) "
               "on whatever kernel: tests/run runs it on the first test kernel only",
               "first_kernel: a long end-to-end test whose kernel side other tests cover on "
@@ -364,20 +367,20 @@ def _boot_note(kernel: str, err: VMError) -> None:
 def sched(request: pytest.FixtureRequest) -> Sched:
     """Each project scheduler in turn (tests/vm/schedulers.py), module by
     module: the generic suite and the fault injection tests; on the debug
-    kernel those with debug_tier (pytest_collection_modifyitems())."""
+    kernel those that are not a test fixture (pytest_collection_modifyitems())."""
     return request.param  # type: ignore[no-any-return]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On the debug kernel, deselect the tests of a scheduler that is not
-    for the debug tier (Sched.debug_tier)."""
+    """On the debug kernel, deselect the tests of a scheduler that is a
+    test fixture (Sched.fixture)."""
     if not _kernel(config).endswith(DEBUG_LOCALVERSION):
         return
     keep, drop = [], []
     for item in items:
         cs = getattr(item, "callspec", None)
         s = cs.params.get("sched") if cs is not None else None
-        (drop if isinstance(s, Sched) and not s.debug_tier else keep).append(item)
+        (drop if isinstance(s, Sched) and s.fixture else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -220,6 +220,7 @@ def test_sequential_stream_merges(ffq: Guest, serial_disk: str) -> None:
     assert after["dispatched"] - before["dispatched"] <= reads1 - reads0 + 16
 
 
+@pytest.mark.debug_tier
 def test_accounting_returns_to_idle(ffq: Guest) -> None:
     """After mixed reads and writes from four processes: nothing queued or
     in flight, every dispatched request completed, and once anticipation

@@ -143,6 +143,7 @@ wait $pid
         assert g.attr(dev, "inflight") == "0"
 
 
+@pytest.mark.debug_tier
 def test_lost_slots_are_given_back(k2: Guest) -> None:
     """Slots that no request holds (debugfs lose_slots counts 2 of them, as
     an accounting bug would leave them) at max_inflight=2 stop dispatch;
@@ -283,7 +284,7 @@ def k2_on_ssdsim(g: Guest) -> Iterator[str]:
 def test_driver_gets_requests_in_dispatch_order(k2: Guest) -> None:
     """blk-mq sorts a dispatch batch that holds requests of several hardware
     queues by queue; K2 ends a batch at a request of another queue
-    (compat/iosched-batch.h), so real-time requests reach the device ahead
+    (elevator/iosched-batch.h), so real-time requests reach the device ahead
     of the best-effort ones K2 handed out after them.  A real-time 4 KiB
     reader on CPU 0 beside a best-effort writer on CPU 1 (each CPU its own
     hardware queue), both submitting in batches, on ssdsim at max_inflight
@@ -330,7 +331,7 @@ def _rt_tail_latency_ratio(g: Guest, dev: str) -> None:
         g.select(dev, sched)
         if sched == "k2":
             g.set_attr(dev, "max_inflight", 1)
-        res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=10), timeout=300)
+        res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=6), timeout=300)
         rt = fio.job_stats(res, "rt")
         p999[sched] = fio.percentile(rt, 99.9)
         print(f"{sched}: RT p50 {fio.percentile(rt, 50) / 1000:.2f} ms, "
@@ -394,7 +395,7 @@ def _rt_keeps_tags(g: Guest, dev: str) -> None:
                                 ("flood", RT_TAG_FLOOD_JOBS, nr // 4),
                                 ("flood, rt_tags=0", RT_TAG_FLOOD_JOBS, 0)):
         g.set_attr(dev, "rt_tags", rt_tags)
-        res = g.fio(jobs.format(dev=dev, t=15), timeout=300)
+        res = g.fio(jobs.format(dev=dev, t=8), timeout=300)
         rt = fio.job_stats(res, "rt")
         p99[case] = fio.percentile(rt, 99)
         print(f"{case}: RT p50 {fio.percentile(rt, 50) / 1000:.2f} ms, "
@@ -416,11 +417,11 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
     mean, same boot), the adaptive bound settles between them: over a run
     from bound 1 the RT p99 K2 measures (debugfs adapt_latency: allocation
     to completion) is at most the target, the top of the controller's band,
-    the p99.9 fio measures is below bound 32's, and best effort gets more
-    than at bound 1.  When only best effort is left, the bound in force goes
-    to max_inflight; when RT returns, it goes back to the controller's bound
-    at once.  (fio's own p99.9 is not held to the target: the guest's CPU
-    adds to it, beyond anything a scheduler sees.)
+    the p99.9 fio measures is below bound 32's, and best effort gets at
+    least BE_GAIN times what it gets at bound 1.  Then, settled, the same
+    load again: fio's own RT p99.9 is at most the target.  When only best
+    effort is left, the bound in force goes to max_inflight; when RT
+    returns, it goes back to the controller's bound at once.
 
     In a VM of its own whose clock counts instructions (icount_guest): on
     the throttled NVMe drive under plain TCG, the host's stalls and the
@@ -437,6 +438,11 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
     asserts that it had none."""
     with k2_on_ssdsim(icount_guest) as dev:
         _adaptive_bound(icount_guest, dev)
+
+
+# how much more best effort gets under the adaptive bound than at bound 1,
+# at the least
+BE_GAIN = 2.0
 
 
 def _adaptive_bound(g: Guest, dev: str) -> None:
@@ -467,12 +473,13 @@ def _adaptive_bound(g: Guest, dev: str) -> None:
     print(f"target {target / 1000:.2f} ms; adapt: {st}\n{hist}\nK2's view: {lat}")
     assert lat["samples"] >= 200 and lat["p99_us"] <= target, lat
     assert p999["adaptive"] < p999["bound 32"]
-    # what the RT reader leaves to best effort grows with the bound, by how
-    # much depends on where the controller settles, so only its direction
-    # counts
-    assert be["adaptive"] > be["bound 1"]
+    # what the RT reader leaves to best effort grows with the bound
+    assert be["adaptive"] >= BE_GAIN * be["bound 1"], be
     assert st["down"] + st["up"] + st["up_fast"] + st["up_double"] > 0 and 1 < st["bound"] < 32
     assert st["return"] == before["return"], (before, st)  # no idle spell: from bound 1
+    # settled: the RT reader's tail as fio sees it meets the target
+    run("settled", 10)
+    assert p999["settled"] <= target, (p999, target)
     # best effort alone: max_inflight once the RT reader has been gone 0.5 s
     g.fio(f"--name=be --filename=/dev/{dev} --direct=1 --bs=4k --rw=randread "
           "--ioengine=libaio --iodepth=32 --time_based --runtime=2", timeout=120)
@@ -488,6 +495,7 @@ def _adaptive_bound(g: Guest, dev: str) -> None:
     assert g.attr(dev, "effective_inflight") == "32"
 
 
+@pytest.mark.debug_tier
 def test_rt_tags_follow_nr_requests(k2: Guest) -> None:
     """rt_tags defaults to a quarter of nr_requests, accepts up to half,
     and reads as the reserve in force: after nr_requests shrinks (the

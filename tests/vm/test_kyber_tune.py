@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import fio
 from bench import results as resmod
 from bench.cli import parse
 from bench.session import run_suite
@@ -28,9 +29,17 @@ from kybertune import auto, grid  # noqa: E402
 pytestmark = pytest.mark.userspace
 
 TIME_SCALE = 20
+# the least a read of ssdsim's takes at TIME_SCALE, in us: a die's page
+# read, 50 us at time_scale 1 (ssdsim/README.md)
+READ_US_MIN = 50 * TIME_SCALE
+# how much higher one of the grid's 2 s runs may measure the read P99 than
+# its neighbour at the next read target without breaking the grid's order
+GRID_NOISE = 1.5
 # the reader's objective in the auto test: a read that meets a program on its
-# die waits up to 10.2 ms (time_scale 20), so 15 ms can be met beside a writer
-OBJECTIVE_US = 15000.0
+# die waits up to 10.2 ms (time_scale 20); at 15 ms, with Kyber throttling
+# the writer as hard as it can (the controller at the lever's reach), fio
+# measured the reader's P99 at 16.9 ms: 20 ms leaves Kyber room to meet it
+OBJECTIVE_US = 20000.0
 
 
 @pytest.fixture
@@ -76,18 +85,44 @@ def test_grid_heatmaps_on_ssdsim(guest: Guest, ssdsim: str, tmp_path: Path) -> N
     for i in range(3):
         print(f"read target {i}: read P99 {p99[(i, 0)]:.0f} -> {p99[(i, 2)]:.0f} us, "
               f"write IOPS {wio[(i, 0)]:.0f} -> {wio[(i, 2)]:.0f}")
+    # every cell measured: a read P99 between a die's read and a second,
+    # and writes that completed
+    for ij in g.cells:
+        assert READ_US_MIN <= p99[ij] <= 1e6, (ij, p99[ij])
+        assert wio[ij] >= 10, (ij, wio[ij])
+    # what the grid is for: at each write target, a lower read target never
+    # gives a higher read P99, beyond a run's noise
+    for j in range(3):
+        for i in range(2):
+            assert p99[(i, j)] <= GRID_NOISE * p99[(i + 1, j)], \
+                f"write target {j}: read P99 {p99[(i, j)]:.0f} us at read target {i}, " \
+                f"{p99[(i + 1, j)]:.0f} us at {i + 1}"
+
+
+# the auto test's workload: a reader at depth 1 throughout; a writer at
+# depth 32 from WRITER_FROM to WRITER_TO seconds; the reader measured from
+# SETTLE seconds after the writer started until it stopped (fio's job
+# "beside"), and alone again after it until END, longer than the
+# controller's memory of a miss (auto.MEMORY periods of 1 s, 1.1-1.5 s of the
+# guest's each with the tuner's own commands), which holds
+# the write target up until then
+WRITER_FROM, WRITER_TO, SETTLE, END = 10, 34, 8, 90
 
 
 @pytest.mark.timing
-def test_auto_raises_the_write_target_when_a_writer_starts(guest: Guest, ssdsim: str,
-                                                           tmp_path: Path) -> None:
-    """The workload starts once the tuner has set up (its trace events on),
-    so the rows' times are the workload's whatever the setup takes on a
-    loaded host; SIGTERM 38 s later."""
+def test_auto_meets_the_objective_beside_a_writer_and_steps_back_down(
+        guest: Guest, ssdsim: str, tmp_path: Path) -> None:
+    """auto beside a latency-bound reader: when a writer starts it raises
+    the write target, and once settled the reader's P99 (fio's, of the
+    reads issued beside the writer) is within 10 % of the objective; when
+    the writer stops, the write target comes back down while the reader
+    runs alone; on SIGTERM Kyber's targets are put back.  The workload
+    starts once the tuner has set up (its trace events on), so the rows'
+    times are the workload's whatever the setup takes on a loaded host."""
     g = guest
     g.select(ssdsim, "kyber")
     before = {k: g.attr(ssdsim, k) for k in ("read_lat_nsec", "write_lat_nsec")}
-    # a reader at depth 1 for 45 s; a writer at depth 32 from 15 s on
+    reader = "rw=randread\niodepth=1\ntime_based\n"
     g.sh(f"""
 cat > /tmp/rw.fio <<'EOF'
 [global]
@@ -95,19 +130,24 @@ filename=/dev/{ssdsim}
 direct=1
 bs=4k
 ioengine=libaio
-time_based
-runtime=45s
-[reader]
-rw=randread
-iodepth=1
+percentile_list=99
+[alone]
+{reader}runtime={WRITER_FROM + SETTLE}s
+[beside]
+{reader}startdelay={WRITER_FROM + SETTLE}s
+runtime={WRITER_TO - WRITER_FROM - SETTLE}s
+[after]
+{reader}startdelay={WRITER_TO}s
+runtime={END - WRITER_TO}s
 [writer]
 rw=randwrite
 iodepth=32
-startdelay=15
-runtime=30s
+time_based
+startdelay={WRITER_FROM}s
+runtime={WRITER_TO - WRITER_FROM}s
 EOF
 """)
-    stop = threading.Timer(38.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    stop = threading.Timer(END + 1.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
 
     def start_workload(t: Target, dev: str,
                        on_exit: Callable[[str, Callable[[], None]], None]) -> auto.Source:
@@ -126,12 +166,20 @@ EOF
     print(rows)
     assert res.stopped_by == "signal"
     assert {k: g.attr(ssdsim, k) for k in before} == before
-    alone = [r for r in res.rows if 3 <= r.t < 14]
-    both = [r for r in res.rows if r.t >= 17]
-    assert alone and both, f"rows:\n{rows}"
-    w_alone = alone[-1].write_lat_nsec
-    assert max(r.write_lat_nsec for r in both) > w_alone, f"rows:\n{rows}"
-    assert any(r.action == "up" for r in both), f"rows:\n{rows}"
+    beside = fio.job_stats(fio.parse(g.sh("cat /tmp/rw.json")), "beside")
+    p99 = fio.percentile(beside, 99)
+    print(f"reader beside the writer, settled: P99 {p99 / 1000:.2f} ms over {beside.ios} "
+          f"reads (objective {OBJECTIVE_US / 1000:.1f} ms)")
+    assert beside.ios >= 500 and p99 <= 1.10 * OBJECTIVE_US, f"rows:\n{rows}"
+    alone = [r for r in res.rows if 3 <= r.t < WRITER_FROM]
+    writing = [r for r in res.rows if WRITER_FROM + 1 <= r.t < WRITER_TO]
+    after = [r for r in res.rows if r.t >= WRITER_TO + 1]
+    assert alone and writing and after, f"rows:\n{rows}"
+    peak = max(r.write_lat_nsec for r in writing)
+    assert peak > alone[-1].write_lat_nsec, f"rows:\n{rows}"
+    assert any(r.action == "up" for r in writing), f"rows:\n{rows}"
+    assert any(r.action == "down" for r in after), f"rows:\n{rows}"
+    assert after[-1].write_lat_nsec < peak, f"rows:\n{rows}"
 
 
 def test_grid_on_a_fresh_file_system(guest: Guest, ssdsim: str, tmp_path: Path) -> None:

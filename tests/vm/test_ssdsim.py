@@ -48,6 +48,7 @@ def p50(result: dict[str, Any], job: str, ddir: str | None = None) -> float:
     return fio.percentile(fio.job_stats(result, job, ddir), 50.0)
 
 
+@pytest.mark.debug_tier
 def test_bad_parameters_fail_cleanly(guest: Guest, ssd: Loader) -> None:
     """Zero dies, a page size that is not a power of two or too small, a
     capacity below one erase block, a zero time scale: modprobe fails with
@@ -213,17 +214,25 @@ def test_iops_grows_with_depth_up_to_dies(icount_guest: Guest) -> None:
         _iops_by_depth(guest)
 
 
+# runs of each depth in the depth test, of which the best counts
+RUNS = 3
+
+
 def _iops_by_depth(guest: Guest) -> None:
     dies = stat(guest, "dies")
     die_iops = 1e9 / ((stat(guest, "read_ns") + stat(guest, "xfer_ns"))
                       * stat(guest, "time_scale"))
     depths = [1, 2, 4, 8, 16, 32, 64]
     iops = dict.fromkeys(depths, 0.0)
-    for _ in range(3):  # the best of three runs (each its own random offsets)
+    runs: dict[int, list[float]] = {qd: [] for qd in depths}
+    for _ in range(RUNS):  # the best of RUNS (each its own random offsets)
         for qd in depths:
             res = guest.fio(f"{FIO} --name=r --rw=randread --bs=4k "
                             f"--iodepth={qd} --time_based --runtime=1")
-            iops[qd] = max(iops[qd], fio.job_stats(res, "r").iops)
+            runs[qd].append(fio.job_stats(res, "r").iops)
+            iops[qd] = max(runs[qd])
+    print("runs: " + ", ".join(f"{qd}: {'/'.join(f'{v:.0f}' for v in r)}"
+                               for qd, r in runs.items()))
     print(f"iodepth -> IOPS (/ one die's {die_iops:.0f}): " + ", ".join(
         f"{qd}: {v:.0f} ({v / die_iops:.2f})" for qd, v in iops.items()))
     # up to the dies: the more in flight, the more dies at work
@@ -291,6 +300,7 @@ def free_kib(g: Guest) -> int:
                     "END {print f + 4 * n}' /proc/meminfo /proc/zoneinfo"))
 
 
+@pytest.mark.debug_tier
 def test_discard_zeroes_and_frees_memory(guest: Guest, ssd: Loader) -> None:
     """Data lives in memory allocated on first write: a discard zeroes what
     it covers (partial pages too), unmaps whole pages and frees their

@@ -15,6 +15,9 @@ from tracing import ftrace_record
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
 
+# in the debug tier as well: K2's trace events with lockdep and KASAN
+pytestmark = pytest.mark.debug_tier
+
 # each request's time in the disk: 2 in flight serve 80 reads a second,
 # fewer than the debug kernel issues on a slow host
 DEVICE_MS = 25
