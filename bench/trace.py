@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import device as devmod
+from bench import modules
 from bench.device import DeviceError
 from bench.markdown import table
 from bench.target import Target, TargetError, q
@@ -90,8 +91,9 @@ def parse_events(text: str | Iterable[str]) -> list[EventSpec]:
     return out
 
 
-#: the project's elevators: a missing trace system of theirs is worth a note
-OWN = ("k2", "flashfq", "cars")
+#: the project's shipped elevators: a missing trace system of theirs is
+#: worth a note
+OWN = tuple(m.elevator for m in modules.modules() if m.elevator and m.shipped)
 
 
 def system_of(elevator: str) -> str:

@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     scheds = [s for s in a.schedulers.split(",") if s]
 
+    from bench import modules
     from bench.suites.overhead import NULL_BLK
     from bench.vm import booted
 
@@ -230,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     with booted(a.kernel, smp=1, icount=3,
                 extra_qemu=["-plugin", f"{plugin},trigger={trigger}"]) as target:
         vm = target.vm
-        mods = " ".join(f"modprobe {m};" for m in ("fifo-iosched", "k2-iosched",
-                                                    "flashfq-iosched", "cars-iosched"))
+        mods = " ".join(f"modprobe {m};" for m in modules.elevators().values())
         r = vm.run(f"modprobe null_blk {params} && {mods} "
                    "echo 0 > /proc/sys/kernel/kptr_restrict && grep -F '[' /proc/kallsyms")
         if not r.ok:

@@ -50,6 +50,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import modules
+
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("static", "unit", "vm", "debug")
 PLAN = ROOT / "tests" / "plan.txt"
@@ -287,14 +289,9 @@ def test_kernels() -> tuple[list[str], str]:
     return r.stdout.split(), "" if r.returncode == 0 else r.stderr.strip() or "failed"
 
 
-def module_dirs() -> list[str]:
-    kb = (ROOT / "Kbuild").read_text()
-    return re.findall(r"^obj-m\s*\+=\s*(\S+)/\s*$", kb, re.M)
-
-
 def kernel_sources() -> list[Path]:
     files: list[Path] = []
-    for d in ["compat", "elevator", *module_dirs()]:
+    for d in ["compat", "elevator", *modules.folders()]:
         files += sorted((ROOT / d).glob("*.[ch]"))
     files += sorted((ROOT / "tracepoints").rglob("*.[ch]"))
     return files

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench import modules
 from scripts.vmbed import ICOUNT_SHIFTS
 
 if TYPE_CHECKING:
@@ -46,9 +47,9 @@ class Sched:
 
 #: upstream elevators and their modules
 UPSTREAM = {"mq-deadline": "mq-deadline", "kyber": "kyber-iosched", "bfq": "bfq"}
-#: the project's elevators and their modules
-OURS = {"k2": "k2-iosched", "fifo-ref": "fifo-iosched", "flashfq": "flashfq-iosched",
-        "cars": "cars-iosched"}
+#: the project's elevators and their modules, in Kbuild's order (fifo-ref,
+#: the overhead suite's reference, first): bench/modules.py
+OURS = modules.elevators()
 
 
 def assignments(text: str, option: str) -> dict[str, str]:

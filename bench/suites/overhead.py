@@ -72,7 +72,7 @@ from bench.target import Target
 NULL_BLK: dict[str, int | str] = {
     "queue_mode": 2, "irqmode": 1, "completion_nsec": 0, "submit_queues": 2,
     "hw_queue_depth": 256, "nr_devices": 1, "gb": 16, "bs": 4096, "memory_backed": 0}
-SCHEDS = ["mq-deadline", "kyber", "bfq", "fifo-ref", "k2", "flashfq", "cars"]
+SCHEDS = [*UPSTREAM, *OURS]
 TRACED = "k2+trace"              # k2 with its events recorded (--traced)
 ADAPTIVE = "k2-adaptive"         # k2 with target_latency_us set (--k2-target-us)
 ORDER = SCHEDS + [ADAPTIVE, TRACED]

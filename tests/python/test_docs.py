@@ -10,26 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from bench import modules
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def module_dirs() -> list[str]:
-    """The project's module folders (Kbuild's obj-m lines), test fixtures
-    (tests/...) left out."""
-    kb = (ROOT / "Kbuild").read_text()
-    return [d for d in re.findall(r"^obj-m\s*\+=\s*(\S+)/\s*$", kb, re.M)
-            if not d.startswith("tests/")]
-
-
 def elevators() -> dict[str, Path]:
-    """Elevator name -> its .c file, for each module folder's elevator."""
-    out = {}
-    for d in module_dirs():
-        for c in sorted((ROOT / d).glob("*.c")):
-            m = re.search(r'\.elevator_name\s*=\s*"([^"]+)"', c.read_text())
-            if m:
-                out[m.group(1)] = c
-    return out
+    """Elevator name -> its .c file, for each shipped module's elevator."""
+    return {m.elevator: m.source for m in modules.modules()
+            if m.elevator and m.source and m.shipped}
 
 
 def _array(src: str, kind: str) -> list[str]:

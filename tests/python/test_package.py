@@ -24,13 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from bench import modules
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("IOSCHED_BUILDROOT_CACHE", "/var/cache/ssd-iosched"))
 ROOT_VERSION = 2    # of what make_root() puts in the root
 # The modules DKMS installs (dkms.conf's BUILT_MODULE_NAME), and the
 # elevator each registers.
-MODULES = {"k2-iosched": "k2", "flashfq-iosched": "flashfq", "cars-iosched": "cars",
-           "ssdsim": None}
+MODULES = {m.name: m.elevator for m in modules.modules() if m.shipped}
 
 
 def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
-"""The project's schedulers that the generic VM suite runs over.
-
-Adding a scheduler to the generic suite is one entry here."""
+"""The project's schedulers that the generic VM suite runs over: every
+elevator the project builds (bench/modules.py, from Kbuild), with the
+out-of-range values of its tunables that the bad-input test writes."""
 from __future__ import annotations
 
 import re
@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from bench import modules
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,29 +44,35 @@ K2_H = "k2/k2-core.h"
 FFQ_H = "flashfq/flashfq-core.h"
 CARS_H = "cars-host/cars-core.h"
 
-SCHEDULERS = [
-    Sched("fifo-ref", "fifo-iosched", fixture=True, tunables=False),
-    Sched("k2", "k2-iosched", out_of_range=(
+# Values of the right type each scheduler's tunables refuse (Sched.out_of_range)
+OUT_OF_RANGE: dict[str, tuple[tuple[str, str], ...]] = {
+    "k2": (
         ("max_inflight", "0"), ("max_inflight", "nr+1"),
         ("target_latency_us", str(limit(K2_H, "K2_MAX_TARGET_US") + 1)),
         ("starvation_ms", str(limit(K2_H, "K2_MAX_STARVATION_MS") + 1)),
-        ("rt_tags", "nr+1"))),
-    Sched("flashfq", "flashfq-iosched", out_of_range=(
+        ("rt_tags", "nr+1")),
+    "flashfq": (
         ("depth", "0"), ("depth", "nr+1"),
         ("cost_read_4k_ns", "0"), ("cost_write_128k_ns", "0"),
         ("cost_read_128k_ns", str(limit(FFQ_H, "FFQ_MAX_COST_NS") + 1)),
         ("throttle_us", str(limit(FFQ_H, "FFQ_MAX_TIME_US") + 1)),
         ("anticipation_us", str(limit(FFQ_H, "FFQ_MAX_TIME_US") + 1)),
-        ("ioprio_weights", "2"))),
-    Sched("cars", "cars-iosched", out_of_range=(
+        ("ioprio_weights", "2")),
+    "cars": (
         ("nr_dies", "0"), ("nr_dies", str(limit(CARS_H, "CARS_MAX_DIES") + 1)),
         ("page_kb", "0"), ("page_kb", "12"),
         ("page_kb", str(limit(CARS_H, "CARS_MAX_PAGE_KB") * 2)),
         ("read_us", "0"), ("write_us", str(limit(CARS_H, "CARS_MAX_OP_US") + 1)),
         ("depth", "0"), ("depth", "nr+1"), ("lookahead", "0"),
         ("max_hold_us", str(limit(CARS_H, "CARS_MAX_HOLD_US") + 1)),
-        ("filter", "2"), ("write_pointer", "255"))),
-]
+        ("filter", "2"), ("write_pointer", "255")),
+}
+
+# The project's elevators, from Kbuild (bench/modules.py): a test fixture's
+# folder is under tests/.
+SCHEDULERS = [Sched(m.elevator, m.name, fixture=not m.shipped, tunables=m.tunables,
+                    out_of_range=OUT_OF_RANGE.get(m.elevator, ()))
+              for m in modules.modules() if m.elevator]
 
 
 
