@@ -65,7 +65,9 @@ def test_k2_suite_report_shows_tail_latency_falling_with_bound(
     none = s["none"]["p999_us"]["mean"]
     print(f"RT p99.9: none {none / 1000:.1f} ms, k2 64 {p64 / 1000:.1f} ms, "
           f"k2 1 {p1 / 1000:.1f} ms")
-    assert p1 < p64 and p1 < none
+    # bound 1 at most half of bound 64's and none's (6.1: a quarter and a
+    # sixth)
+    assert p1 <= 0.5 * p64 and p1 <= 0.5 * none
     # the runner put the device back
     assert guest.scheduler(dev) == before
     m = json.loads((out / "manifest.json").read_text())

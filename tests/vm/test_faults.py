@@ -25,10 +25,11 @@ pytestmark = pytest.mark.debug_kernel
 NULLB = "/sys/kernel/config/nullb/faults"
 FAULTS = "/sys/kernel/debug"
 SIZE_MB = 256
-# what fio writes and later verifies: 2 jobs x 8 MiB, 4-64 KiB blocks
-# (about 500 writes and as many reads: at 10% they drew 154 requeues on
-# the debug kernel, three times the 50 test_requeue_injection asks for)
-JOB_MB = 8
+# what fio writes and later verifies: 2 jobs x 4 MiB, 4-64 KiB blocks
+# (about 250 writes and as many reads; test_requeue_injection sends back
+# REQUEUE_PERCENT of them and asks for more than 50 requeues)
+JOB_MB = 4
+REQUEUE_PERCENT = 20
 WRITE = ("--name=w --filename=/dev/{dev} --direct=1 --ioengine=io_uring "
          f"--rw=randwrite --bsrange=4k-64k --iodepth=16 --numjobs=2 --size={JOB_MB}m "
          f"--offset_increment={JOB_MB}m --verify=crc32c --verify_fatal=1 --randrepeat=0 "
@@ -132,11 +133,11 @@ def read_with_errors(g: Guest, dev: str, seconds: int) -> tuple[int, int, int]:
 
 
 def test_requeue_injection(guest: Guest, sched: Sched, nullb: str) -> None:
-    """null_blk sends back 10% of requests (half as BLK_STS_RESOURCE, half
-    through blk_mq_requeue_request): nothing is lost, all of it verifies,
-    and the scheduler ends idle."""
+    """null_blk sends back REQUEUE_PERCENT of requests (half as
+    BLK_STS_RESOURCE, half through blk_mq_requeue_request): nothing is
+    lost, all of it verifies, and the scheduler ends idle."""
     g, grp = guest, f"{NULLB}/requeue_inject"
-    arm(g, grp, 10, 2000)
+    arm(g, grp, REQUEUE_PERCENT, 2000)
     write_and_verify(g, nullb)
     n = fired(g, grp, 2000)
     arm(g, grp, 0, 0)

@@ -244,8 +244,9 @@ def test_strict_priority(k2: Guest, hi_name: str, hi_prio: str, lo_name: str,
 
 @pytest.mark.timing
 def test_starvation_ms_serves_best_effort(k2: Guest) -> None:
-    """With starvation_ms=20 the best-effort reader is no longer starved:
-    it gets at least a tenth of what it gets with the RT reader absent."""
+    """With starvation_ms=20 the best-effort reader is no longer starved
+    (at least 20 IOPS of the throttled drive's 250), and the real-time one
+    still gets at least twice as much."""
     g = k2
     dev = g.throttled
     g.select(dev, "k2")
@@ -256,9 +257,11 @@ def test_starvation_ms_serves_best_effort(k2: Guest) -> None:
     finally:
         g.set_attr(dev, "starvation_ms", 0)
     print(f"starvation_ms=20: RT0 {hi:.1f} IOPS, BE {lo:.1f} IOPS")
-    # a promotion at most every 20 ms: about 50 IOPS, far from starved
+    # a promotion at most every 20 ms: about 50 IOPS, far from starved,
+    # and real time still first: at least twice best effort's (6.1: RT0
+    # 205, BE 52)
     assert lo >= 20, f"best effort got {lo:.1f} IOPS"
-    assert hi > lo
+    assert hi >= 2 * lo, f"RT0 {hi:.1f} IOPS, best effort {lo:.1f}"
 
 
 RT_LATENCY_JOBS = (
@@ -441,8 +444,8 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
 
 
 # how much more best effort gets under the adaptive bound than at bound 1,
-# at the least
-BE_GAIN = 2.0
+# at the least (measured: 7.2x on 6.1, 7.9x on 6.12)
+BE_GAIN = 3.0
 
 
 def _adaptive_bound(g: Guest, dev: str) -> None:
