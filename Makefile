@@ -5,7 +5,8 @@
 # make install / uninstall     install into /lib/modules/<release>/updates/ssd-iosched
 # make deb                     the DKMS Debian package, in .build/deb/
 # make install-src DESTDIR=D   the source tree DKMS builds from, into D
-# make check                   install dependencies, run every test tier
+# make check                   install dependencies, run the static, unit and VM tiers
+# make check-debug             the debug kernel's tier (lockdep, KASAN, fault injection)
 # make demo [DEMO_ARGS=...]    the benchmark demonstration in the VM (bench/README.md)
 # make clean
 #
@@ -45,7 +46,7 @@ MOD_DIRS := $(shell sed -n 's|^obj-m *+= *\(.*\)/ *$$|\1|p' $(TOP)/Kbuild)
 INSTALL_DIRS := $(filter-out tests/%,$(MOD_DIRS))
 INSTALL_PATH := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/ssd-iosched
 
-.PHONY: all modules all-kernels install uninstall check clean kdir-check demo lttng-probes \
+.PHONY: all modules all-kernels install uninstall check check-debug clean kdir-check demo lttng-probes \
 	install-src deb
 
 all: modules
@@ -120,6 +121,11 @@ deb:
 # scripts/cpucap: the tests at 95 % of the CPUs, below the host's stalls
 check:
 	export CHECK_STARTED=$$(date +%s) && $(TOP)/scripts/setup && $(TOP)/scripts/cpucap $(TOP)/tests/run
+
+# The debug tier (lockdep, KASAN, UBSAN, kmemleak, fault injection), apart
+# from make check for time (tests/README.md); its kernel is built on first use.
+check-debug:
+	$(TOP)/scripts/setup && $(TOP)/scripts/cpucap $(TOP)/tests/run --tier debug
 
 clean:
 	rm -rf $(BUILD_ROOT)
