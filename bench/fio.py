@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,28 +123,3 @@ def merged_percentile(stats: Iterable[JobStats], p: float) -> float:
     if all(s.clat_bins for s in done):
         return hist_percentile(merge_bins(s.clat_bins for s in done), p)
     return max(percentile(s, p) for s in done)
-
-
-def lat_log(text: str) -> list[tuple[float, float]]:
-    """A per-I/O latency log of fio's (write_lat_log with log_avg_msec=0):
-    (seconds since the job started, latency in us) for each line, whose
-    first two fields are the time in ms and the latency in ns."""
-    out = []
-    for line in text.splitlines():
-        f = line.split(",")
-        if len(f) < 2:
-            continue
-        try:
-            out.append((int(f[0]) / 1000, int(f[1]) / 1000))
-        except ValueError:
-            raise ValueError(f"not a line of fio's latency log: {line!r}") from None
-    return out
-
-
-def nearest_rank(values: Iterable[float], p: float) -> float:
-    """The @p-th percentile of @values by nearest rank (the smallest value
-    with at least p % of them at or below it).  ValueError when empty."""
-    v = sorted(values)
-    if not v:
-        raise ValueError("no values")
-    return v[max(0, math.ceil(len(v) * p / 100) - 1)]

@@ -60,19 +60,3 @@ def test_missing_job_and_percentile_are_errors() -> None:
         fio.percentile(fio.job_stats(SAMPLE, "rt"), 50.0)
     with pytest.raises(ValueError, match="no JSON object in fio output"):
         fio.parse("no json here")
-
-
-def test_lat_log_reads_time_and_latency() -> None:
-    assert fio.lat_log("12, 3456789, 0, 4096, 0\n1500, 2000000, 0, 4096\n\n") == \
-        [(0.012, 3456.789), (1.5, 2000.0)]
-    with pytest.raises(ValueError, match="not a line of fio's latency log: 'x, y'"):
-        fio.lat_log("x, y")
-
-
-def test_nearest_rank() -> None:
-    assert fio.nearest_rank(range(1, 101), 99) == 99
-    assert fio.nearest_rank(range(1, 1001), 99.0) == 990
-    assert fio.nearest_rank([5.0], 99) == 5.0
-    assert fio.nearest_rank([3, 1, 2], 50) == 2
-    with pytest.raises(ValueError, match="no values"):
-        fio.nearest_rank([], 99)
