@@ -34,12 +34,29 @@ CHARGE = 60_000
 DEVICE_NS = {100: 50 * US, 200: 150 * US, 300: 100 * US, 400: 100 * US}
 
 
+def printk_prefixes(header: Path) -> dict[str, str]:
+    """Macro -> the format it puts before an event's, of the TP_printk_*()
+    macros of the trace/events headers @header includes (iosched-rq.h's
+    request fields), as `#define TP_printk_x(fmt, args...) TP_printk("..." fmt, ...)`;
+    TP_printk itself puts nothing."""
+    out = {"TP_printk": ""}
+    for inc in re.findall(r"^#include <trace/events/([\w-]+\.h)>", header.read_text(), re.M):
+        if (header.parent / inc).is_file():
+            out.update(re.findall(r'^#define\s+(TP_printk_\w+)\(fmt, args\.\.\.\)[\s\\]*'
+                                  r'TP_printk\("([^"]*)" fmt,', (header.parent / inc).read_text(),
+                                  re.M))
+    return out
+
+
 def printk_formats(header: Path = HEADER) -> dict[str, str]:
-    """Event name -> its TP_printk format in @header, DEFINE_EVENTs taking
+    """Event name -> its TP_printk format in @header, the prefix of a
+    TP_printk_*() macro (printk_prefixes) included; DEFINE_EVENTs taking
     their class's."""
     text = header.read_text()
-    fmts = {m.group(1): m.group(2) for m in re.finditer(
-        r'^(?:TRACE_EVENT|DECLARE_EVENT_CLASS)\((\w+),.*?TP_printk\("([^"]*)"', text, re.M | re.S)}
+    prefixes = printk_prefixes(header)
+    fmts = {m.group(1): prefixes[m.group(2)] + m.group(3) for m in re.finditer(
+        r'^(?:TRACE_EVENT|DECLARE_EVENT_CLASS)\((\w+),.*?(TP_printk\w*)\(\s*"([^"]*)"', text,
+        re.M | re.S)}
     classes = set()
     for m in re.finditer(r"^DEFINE_EVENT\((\w+),\s*(\w+),", text, re.M):
         fmts[m.group(2)] = fmts[m.group(1)]

@@ -4,7 +4,8 @@
  * dispatch, complete, requeue, as the "k2" and "flashfq" systems, which
  * scripts/trace-report joins on) and its die predictions.
  *
- * A request is identified while it lives by (dev, hctx, tag).  flow: the
+ * A request is identified while it lives by (dev, hctx, tag); the request
+ * events begin with the request's fields (iosched-rq.h), then flow: the
  * pid that created the request's I/O context (0: requests with none).
  * die, ndies: the first predicted die and how many consecutive dies the
  * request occupies (cars-host/cars-core.h); op: 0 read, 1 write, 2 erase
@@ -17,12 +18,8 @@
 #if !defined(_TRACE_CARS_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_CARS_H
 
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
 #include <linux/tracepoint.h>
-
-#define CARS_RWBS_LEN	8
+#include <trace/events/iosched-rq.h>
 
 /* A request was queued on its flow (at_head: a requeued one, first again). */
 TRACE_EVENT(cars_insert,
@@ -31,32 +28,17 @@ TRACE_EVENT(cars_insert,
 
 	TP_ARGS(rq, flow, at_head),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	CARS_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		flow)
 		__field(bool,		at_head)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->flow = flow;
 		__entry->at_head = at_head;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d head=%d",
-		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
-		  __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("flow=%d head=%d",
 		  __entry->flow, __entry->at_head)
 );
 
@@ -68,13 +50,7 @@ TRACE_EVENT(cars_dispatch,
 
 	TP_ARGS(rq, flow, die, ndies, op, forced, cmt_miss, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	CARS_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		flow)
 		__field(u32,		die)
 		__field(u32,		ndies)
@@ -84,13 +60,7 @@ TRACE_EVENT(cars_dispatch,
 		__field(u32,		inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->flow = flow;
 		__entry->die = die;
 		__entry->ndies = ndies;
@@ -100,10 +70,7 @@ TRACE_EVENT(cars_dispatch,
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d die=%u ndies=%u op=%u forced=%d cmt_miss=%d inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
-		  __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("flow=%d die=%u ndies=%u op=%u forced=%d cmt_miss=%d inflight=%u",
 		  __entry->flow, __entry->die, __entry->ndies, __entry->op,
 		  __entry->forced, __entry->cmt_miss, __entry->inflight)
 );
@@ -119,36 +86,21 @@ TRACE_EVENT(cars_complete,
 
 	TP_ARGS(rq, flow, die, ndies, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	CARS_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		flow)
 		__field(u32,		die)
 		__field(u32,		ndies)
 		__field(u32,		inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->flow = flow;
 		__entry->die = die;
 		__entry->ndies = ndies;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d die=%u ndies=%u inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
-		  __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("flow=%d die=%u ndies=%u inflight=%u",
 		  __entry->flow, __entry->die, __entry->ndies,
 		  __entry->inflight)
 );
@@ -165,34 +117,19 @@ TRACE_EVENT(cars_requeue,
 
 	TP_ARGS(rq, flow, kept, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	CARS_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		flow)
 		__field(bool,		kept)
 		__field(u32,		inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->flow = flow;
 		__entry->kept = kept;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u flow=%d kept=%d inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->hctx,
-		  __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("flow=%d kept=%d inflight=%u",
 		  __entry->flow, __entry->kept, __entry->inflight)
 );
 

@@ -4,11 +4,13 @@
  * decisions.
  *
  * A request is identified while it lives by (dev, hctx, tag), as in the
- * "k2" system.  task: the pid that created the request's I/O context (0:
- * requests with none).  Tags and virtual time are in charge units: ns of
- * device time at normal weight (flashfq/flashfq-core.h).  Times are ns.
- * LTTng probes for the same events are in tracepoints/lttng/; adding a
- * field here means adding it there too.
+ * "k2" system; the request events begin with the request's fields
+ * (iosched-rq.h), then task: the pid that created the request's I/O
+ * context (0: requests with none), and start: the request's start tag.
+ * Tags and virtual time are in charge units: ns of device time at normal
+ * weight (flashfq/flashfq-core.h).  Times are ns.  LTTng probes for the
+ * same events are in tracepoints/lttng/; adding a field here means adding
+ * it there too.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM flashfq
@@ -16,12 +18,8 @@
 #if !defined(_TRACE_FLASHFQ_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_FLASHFQ_H
 
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
 #include <linux/tracepoint.h>
-
-#define FLASHFQ_RWBS_LEN	8
+#include <trace/events/iosched-rq.h>
 
 /* A request was queued with its tags (a requeued one keeps its own). */
 TRACE_EVENT(flashfq_insert,
@@ -31,13 +29,7 @@ TRACE_EVENT(flashfq_insert,
 
 	TP_ARGS(rq, task, start, finish, vtime, at_head),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	FLASHFQ_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		task)
 		__field(u64,		start)
 		__field(u64,		finish)
@@ -45,13 +37,7 @@ TRACE_EVENT(flashfq_insert,
 		__field(bool,		at_head)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->task = task;
 		__entry->start = start;
 		__entry->finish = finish;
@@ -59,10 +45,7 @@ TRACE_EVENT(flashfq_insert,
 		__entry->at_head = at_head;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u task=%d start=%llu finish=%llu vtime=%llu head=%d",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("task=%d start=%llu finish=%llu vtime=%llu head=%d",
 		  __entry->task, (unsigned long long)__entry->start,
 		  (unsigned long long)__entry->finish,
 		  (unsigned long long)__entry->vtime, __entry->at_head)
@@ -82,13 +65,7 @@ TRACE_EVENT(flashfq_dispatch,
 
 	TP_ARGS(rq, task, start, charge, vtime, staged_ns, inflight, gap),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	FLASHFQ_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		task)
 		__field(u64,		start)
 		__field(u32,		charge)
@@ -98,13 +75,7 @@ TRACE_EVENT(flashfq_dispatch,
 		__field(u64,		gap)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->task = task;
 		__entry->start = start;
 		__entry->charge = charge;
@@ -114,10 +85,8 @@ TRACE_EVENT(flashfq_dispatch,
 		__entry->gap = gap;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u task=%d start=%llu charge=%u vtime=%llu staged_ns=%llu inflight=%u gap=%llu",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq(
+		  "task=%d start=%llu charge=%u vtime=%llu staged_ns=%llu inflight=%u gap=%llu",
 		  __entry->task, (unsigned long long)__entry->start,
 		  __entry->charge, (unsigned long long)__entry->vtime,
 		  (unsigned long long)__entry->staged_ns, __entry->inflight,
@@ -135,36 +104,21 @@ TRACE_EVENT(flashfq_complete,
 
 	TP_ARGS(rq, task, start, device_ns, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	FLASHFQ_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		task)
 		__field(u64,		start)
 		__field(u64,		device_ns)
 		__field(unsigned int,	inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->task = task;
 		__entry->start = start;
 		__entry->device_ns = device_ns;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u task=%d start=%llu device_ns=%llu inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("task=%d start=%llu device_ns=%llu inflight=%u",
 		  __entry->task, (unsigned long long)__entry->start,
 		  (unsigned long long)__entry->device_ns, __entry->inflight)
 );
@@ -177,34 +131,19 @@ TRACE_EVENT(flashfq_requeue,
 
 	TP_ARGS(rq, task, start, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	FLASHFQ_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(pid_t,		task)
 		__field(u64,		start)
 		__field(unsigned int,	inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->task = task;
 		__entry->start = start;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u task=%d start=%llu inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("task=%d start=%llu inflight=%u",
 		  __entry->task, (unsigned long long)__entry->start,
 		  __entry->inflight)
 );

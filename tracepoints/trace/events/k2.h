@@ -4,7 +4,8 @@
  *
  * A request is identified while it lives by (dev, hctx, tag): its hardware
  * queue and its scheduler tag.  Sectors are 512-byte units, times ns, rwbs
- * as in the block layer's events.  queue: 0..7 the real-time level, 8 the
+ * as in the block layer's events; the request events begin with these
+ * fields (iosched-rq.h), then queue: 0..7 the real-time level, 8 the
  * non-real-time queue.  Each event is a static-key tracepoint: a disabled
  * one costs a patched branch.  LTTng probes for the same events are in
  * tracepoints/lttng/.  Adding a field here means adding it there too.
@@ -15,14 +16,10 @@
 #if !defined(_TRACE_K2_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_K2_H
 
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
 #include <linux/ioprio.h>
 #include <linux/sched.h>
 #include <linux/tracepoint.h>
-
-#define K2_RWBS_LEN	8
+#include <trace/events/iosched-rq.h>
 
 /* A request entered a staging queue. */
 TRACE_EVENT(k2_insert,
@@ -31,13 +28,7 @@ TRACE_EVENT(k2_insert,
 
 	TP_ARGS(rq, queue, at_head),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	K2_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(unsigned int,	queue)
 		__field(unsigned int,	ioprio_class)
 		__field(unsigned int,	ioprio_level)
@@ -46,13 +37,7 @@ TRACE_EVENT(k2_insert,
 		__array(char,		comm,	TASK_COMM_LEN)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->queue = queue;
 		__entry->ioprio_class = IOPRIO_PRIO_CLASS(req_get_ioprio(rq));
 		__entry->ioprio_level = IOPRIO_PRIO_LEVEL(req_get_ioprio(rq));
@@ -61,12 +46,8 @@ TRACE_EVENT(k2_insert,
 		memcpy(__entry->comm, current->comm, TASK_COMM_LEN);
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u queue=%u class=%u level=%u head=%d pid=%d comm=%s",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
-		  __entry->queue,
-		  __entry->ioprio_class, __entry->ioprio_level,
+	TP_printk_iosched_rq("queue=%u class=%u level=%u head=%d pid=%d comm=%s",
+		  __entry->queue, __entry->ioprio_class, __entry->ioprio_level,
 		  __entry->at_head, __entry->pid, __entry->comm)
 );
 
@@ -83,39 +64,23 @@ TRACE_EVENT(k2_dispatch,
 
 	TP_ARGS(rq, queue, staged_ns, inflight, promoted),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	K2_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(unsigned int,	queue)
 		__field(u64,		staged_ns)
 		__field(unsigned int,	inflight)
 		__field(bool,		promoted)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->queue = queue;
 		__entry->staged_ns = staged_ns;
 		__entry->inflight = inflight;
 		__entry->promoted = promoted;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u queue=%u staged_ns=%llu inflight=%u promoted=%d",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
-		  __entry->queue,
-		  (unsigned long long)__entry->staged_ns, __entry->inflight,
-		  __entry->promoted)
+	TP_printk_iosched_rq("queue=%u staged_ns=%llu inflight=%u promoted=%d",
+		  __entry->queue, (unsigned long long)__entry->staged_ns,
+		  __entry->inflight, __entry->promoted)
 );
 
 /*
@@ -129,36 +94,21 @@ TRACE_EVENT(k2_complete,
 
 	TP_ARGS(rq, queue, device_ns, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	K2_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(unsigned int,	queue)
 		__field(u64,		device_ns)
 		__field(unsigned int,	inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->queue = queue;
 		__entry->device_ns = device_ns;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u queue=%u device_ns=%llu inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
-		  __entry->queue,
-		  (unsigned long long)__entry->device_ns, __entry->inflight)
+	TP_printk_iosched_rq("queue=%u device_ns=%llu inflight=%u",
+		  __entry->queue, (unsigned long long)__entry->device_ns,
+		  __entry->inflight)
 );
 
 /* The driver gave a dispatched request back; its slot is free again. */
@@ -168,34 +118,18 @@ TRACE_EVENT(k2_requeue,
 
 	TP_ARGS(rq, queue, inflight),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	K2_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(unsigned int,	queue)
 		__field(unsigned int,	inflight)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->queue = queue;
 		__entry->inflight = inflight;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u queue=%u inflight=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
-		  __entry->queue,
-		  __entry->inflight)
+	TP_printk_iosched_rq("queue=%u inflight=%u",
+		  __entry->queue, __entry->inflight)
 );
 
 /* Dispatch held queued requests back: the bound is reached. */
@@ -232,34 +166,18 @@ TRACE_EVENT(k2_promote,
 
 	TP_ARGS(rq, waited_ns),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	K2_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(unsigned int,	queue)
 		__field(u64,		waited_ns)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->internal_tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->internal_tag,
 		__entry->queue = 8;
 		__entry->waited_ns = waited_ns;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u queue=%u waited_ns=%llu",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
-		  __entry->queue,
-		  (unsigned long long)__entry->waited_ns)
+	TP_printk_iosched_rq("queue=%u waited_ns=%llu",
+		  __entry->queue, (unsigned long long)__entry->waited_ns)
 );
 
 /*

@@ -9,10 +9,11 @@
  * operation is traced when it is reserved, so its start and end usually
  * lie in the future of the event's timestamp.  Durations are ns.  Sectors
  * are 512-byte units, rwbs as in the block layer's events; a request is
- * (dev, hctx, tag) while it lives (tag: the driver tag).  Each event is a
- * static-key tracepoint: a disabled one costs a patched branch.  LTTng
- * probes for the same events are in tracepoints/lttng/.  Adding a field
- * here means adding it there too.
+ * (dev, hctx, tag) while it lives (tag: the driver tag), and its events
+ * begin with these fields (iosched-rq.h).  Each event is a static-key
+ * tracepoint: a disabled one costs a patched branch.  LTTng probes for the
+ * same events are in tracepoints/lttng/.  Adding a field here means adding
+ * it there too.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM ssdsim
@@ -20,12 +21,8 @@
 #if !defined(_TRACE_SSDSIM_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_SSDSIM_H
 
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
 #include <linux/tracepoint.h>
-
-#define SSDSIM_RWBS_LEN	8
+#include <trace/events/iosched-rq.h>
 
 /* The op field of ssdsim_die_op (ssdsim-main.c maps enum ssdm_op). */
 #define SSDSIM_TRACE_OP_READ		0	/* host page read */
@@ -53,34 +50,19 @@ TRACE_EVENT(ssdsim_queue,
 
 	TP_ARGS(rq, arrive_ns, done_ns),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	SSDSIM_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(u64,		arrive_ns)
 		__field(u64,		done_ns)
 		__field(u64,		device_ns)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->tag,
 		__entry->arrive_ns = arrive_ns;
 		__entry->done_ns = done_ns;
 		__entry->device_ns = done_ns - arrive_ns;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u arrive_ns=%llu done_ns=%llu device_ns=%llu",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("arrive_ns=%llu done_ns=%llu device_ns=%llu",
 		  (unsigned long long)__entry->arrive_ns,
 		  (unsigned long long)__entry->done_ns,
 		  (unsigned long long)__entry->device_ns)
@@ -97,34 +79,19 @@ TRACE_EVENT(ssdsim_complete,
 
 	TP_ARGS(rq, error, device_ns, latency_ns),
 
-	TP_STRUCT__entry(
-		__field(dev_t,		dev)
-		__field(sector_t,	sector)
-		__field(unsigned int,	nr_sector)
-		__field(unsigned int,	hctx)
-		__field(int,		tag)
-		__array(char,		rwbs,	SSDSIM_RWBS_LEN)
+	TP_STRUCT__entry_iosched_rq(
 		__field(int,		error)
 		__field(u64,		device_ns)
 		__field(u64,		latency_ns)
 	),
 
-	TP_fast_assign(
-		__entry->dev = disk_devt(rq->q->disk);
-		__entry->sector = blk_rq_pos(rq);
-		__entry->nr_sector = blk_rq_sectors(rq);
-		__entry->hctx = rq->mq_hctx->queue_num;
-		__entry->tag = rq->tag;
-		blk_fill_rwbs(__entry->rwbs, rq->cmd_flags);
+	TP_fast_assign_iosched_rq(rq->tag,
 		__entry->error = error;
 		__entry->device_ns = device_ns;
 		__entry->latency_ns = latency_ns;
 	),
 
-	TP_printk("%d,%d hctx=%u tag=%d %s %llu+%u error=%d device_ns=%llu latency_ns=%llu",
-		  MAJOR(__entry->dev), MINOR(__entry->dev),
-		  __entry->hctx, __entry->tag, __entry->rwbs,
-		  (unsigned long long)__entry->sector, __entry->nr_sector,
+	TP_printk_iosched_rq("error=%d device_ns=%llu latency_ns=%llu",
 		  __entry->error, (unsigned long long)__entry->device_ns,
 		  (unsigned long long)__entry->latency_ns)
 );

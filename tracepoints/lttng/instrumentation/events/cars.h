@@ -2,9 +2,9 @@
 /*
  * LTTng probe definitions of the "cars" trace system: the same events and
  * field names as the kernel tracepoints in tracepoints/trace/events/cars.h
- * (which see for their meaning, and which lttng-probe-cars.c includes
- * first for CARS_RWBS_LEN), so that scripts/trace-report reads an LTTng
- * trace and an ftrace trace alike.
+ * (which see for their meaning), so that scripts/trace-report reads an
+ * LTTng trace and an ftrace trace alike.  The request events begin with
+ * the request's fields, as in the kernel's header (iosched-rq.h).
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM cars
@@ -13,13 +13,7 @@
 #define LTTNG_TRACE_CARS_H
 
 #include <lttng/tracepoint-event.h>
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
-
-#ifndef CARS_RWBS_LEN
-#define CARS_RWBS_LEN	8
-#endif
+#include <instrumentation/events/iosched-rq.h>
 
 /* A request was queued on its flow. */
 LTTNG_TRACEPOINT_EVENT_CODE(cars_insert,
@@ -28,21 +22,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(cars_insert,
 
 	TP_ARGS(rq, flow, at_head),
 
-	TP_locvar(
-		char rwbs[CARS_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, CARS_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, flow, flow)
 		ctf_integer(bool, at_head, at_head)
 	),
@@ -58,21 +42,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(cars_dispatch,
 
 	TP_ARGS(rq, flow, die, ndies, op, forced, cmt_miss, inflight),
 
-	TP_locvar(
-		char rwbs[CARS_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, CARS_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, flow, flow)
 		ctf_integer(u32, die, die)
 		ctf_integer(u32, ndies, ndies)
@@ -93,21 +67,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(cars_complete,
 
 	TP_ARGS(rq, flow, die, ndies, inflight),
 
-	TP_locvar(
-		char rwbs[CARS_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, CARS_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, flow, flow)
 		ctf_integer(u32, die, die)
 		ctf_integer(u32, ndies, ndies)
@@ -124,21 +88,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(cars_requeue,
 
 	TP_ARGS(rq, flow, kept, inflight),
 
-	TP_locvar(
-		char rwbs[CARS_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, CARS_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, flow, flow)
 		ctf_integer(bool, kept, kept)
 		ctf_integer(u32, inflight, inflight)

@@ -2,11 +2,11 @@
 /*
  * LTTng probe definitions of the "flashfq" trace system: the same events
  * and field names as the kernel tracepoints in
- * tracepoints/trace/events/flashfq.h (which see for their meaning, and
- * which lttng-probe-flashfq.c includes first for FLASHFQ_RWBS_LEN), so
- * that scripts/trace-report reads an LTTng trace and an ftrace trace alike.
- * The kernel's DECLARE_EVENT_CLASS/DEFINE_EVENT are a class and instances
- * here too.
+ * tracepoints/trace/events/flashfq.h (which see for their meaning), so
+ * that scripts/trace-report reads an LTTng trace and an ftrace trace
+ * alike.  The request events begin with the request's fields, as in the
+ * kernel's header (iosched-rq.h), and the kernel's DECLARE_EVENT_CLASS
+ * and DEFINE_EVENT are a class and instances here too.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM flashfq
@@ -15,13 +15,7 @@
 #define LTTNG_TRACE_FLASHFQ_H
 
 #include <lttng/tracepoint-event.h>
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
-
-#ifndef FLASHFQ_RWBS_LEN
-#define FLASHFQ_RWBS_LEN	8
-#endif
+#include <instrumentation/events/iosched-rq.h>
 
 /* A request was queued with its tags. */
 LTTNG_TRACEPOINT_EVENT_CODE(flashfq_insert,
@@ -31,21 +25,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(flashfq_insert,
 
 	TP_ARGS(rq, task, start, finish, vtime, at_head),
 
-	TP_locvar(
-		char rwbs[FLASHFQ_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, task, task)
 		ctf_integer(u64, start, start)
 		ctf_integer(u64, finish, finish)
@@ -64,21 +48,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(flashfq_dispatch,
 
 	TP_ARGS(rq, task, start, charge, vtime, staged_ns, inflight, gap),
 
-	TP_locvar(
-		char rwbs[FLASHFQ_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, task, task)
 		ctf_integer(u64, start, start)
 		ctf_integer(u32, charge, charge)
@@ -99,21 +73,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(flashfq_complete,
 
 	TP_ARGS(rq, task, start, device_ns, inflight),
 
-	TP_locvar(
-		char rwbs[FLASHFQ_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, task, task)
 		ctf_integer(u64, start, start)
 		ctf_integer(u64, device_ns, device_ns)
@@ -131,21 +95,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(flashfq_requeue,
 
 	TP_ARGS(rq, task, start, inflight),
 
-	TP_locvar(
-		char rwbs[FLASHFQ_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, FLASHFQ_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(pid_t, task, task)
 		ctf_integer(u64, start, start)
 		ctf_integer(unsigned int, inflight, inflight)

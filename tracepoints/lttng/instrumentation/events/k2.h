@@ -3,7 +3,8 @@
  * LTTng probe definitions of the "k2" trace system: the same events and
  * field names as the kernel tracepoints in tracepoints/trace/events/k2.h
  * (which see for their meaning), so that scripts/trace-report reads an
- * LTTng trace and an ftrace trace alike.
+ * LTTng trace and an ftrace trace alike.  The request events begin with
+ * the request's fields, as in the kernel's header (iosched-rq.h).
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM k2
@@ -12,14 +13,8 @@
 #define LTTNG_TRACE_K2_H
 
 #include <lttng/tracepoint-event.h>
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
 #include <linux/ioprio.h>
-
-#ifndef K2_RWBS_LEN
-#define K2_RWBS_LEN	8
-#endif
+#include <instrumentation/events/iosched-rq.h>
 
 /* A request entered a staging queue. */
 LTTNG_TRACEPOINT_EVENT_CODE(k2_insert,
@@ -28,21 +23,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(k2_insert,
 
 	TP_ARGS(rq, queue, at_head),
 
-	TP_locvar(
-		char rwbs[K2_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(unsigned int, queue, queue)
 		ctf_integer(unsigned int, ioprio_class,
 			    IOPRIO_PRIO_CLASS(req_get_ioprio(rq)))
@@ -64,21 +49,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(k2_dispatch,
 
 	TP_ARGS(rq, queue, staged_ns, inflight, promoted),
 
-	TP_locvar(
-		char rwbs[K2_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(unsigned int, queue, queue)
 		ctf_integer(u64, staged_ns, staged_ns)
 		ctf_integer(unsigned int, inflight, inflight)
@@ -96,21 +71,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(k2_complete,
 
 	TP_ARGS(rq, queue, device_ns, inflight),
 
-	TP_locvar(
-		char rwbs[K2_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(unsigned int, queue, queue)
 		ctf_integer(u64, device_ns, device_ns)
 		ctf_integer(unsigned int, inflight, inflight)
@@ -126,21 +91,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(k2_requeue,
 
 	TP_ARGS(rq, queue, inflight),
 
-	TP_locvar(
-		char rwbs[K2_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(unsigned int, queue, queue)
 		ctf_integer(unsigned int, inflight, inflight)
 	),
@@ -171,21 +126,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(k2_promote,
 
 	TP_ARGS(rq, waited_ns),
 
-	TP_locvar(
-		char rwbs[K2_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->internal_tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, K2_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->internal_tag,
 		ctf_integer(unsigned int, queue, 8)
 		ctf_integer(u64, waited_ns, waited_ns)
 	),

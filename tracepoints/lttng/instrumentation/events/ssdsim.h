@@ -3,8 +3,9 @@
  * LTTng probe definitions of the "ssdsim" trace system: the same events
  * and field names as the kernel tracepoints in
  * tracepoints/trace/events/ssdsim.h (which see for their meaning, and
- * which lttng-probe-ssdsim.c includes first for SSDSIM_RWBS_LEN and the
- * op values); op is a CTF enumeration with the names ftrace prints.
+ * which lttng-probe-ssdsim.c includes first for the op values); op is a
+ * CTF enumeration with the names ftrace prints.  The request events begin
+ * with the request's fields, as in the kernel's header (iosched-rq.h).
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM ssdsim
@@ -13,9 +14,7 @@
 #define LTTNG_TRACE_SSDSIM_H
 
 #include <lttng/tracepoint-event.h>
-#include <linux/blkdev.h>
-#include <linux/blk-mq.h>
-#include <linux/blktrace_api.h>
+#include <instrumentation/events/iosched-rq.h>
 
 LTTNG_TRACEPOINT_ENUM(ssdsim_op,
 	TP_ENUM_VALUES(
@@ -33,21 +32,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(ssdsim_queue,
 
 	TP_ARGS(rq, arrive_ns, done_ns),
 
-	TP_locvar(
-		char rwbs[SSDSIM_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, SSDSIM_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->tag,
 		ctf_integer(u64, arrive_ns, arrive_ns)
 		ctf_integer(u64, done_ns, done_ns)
 		ctf_integer(u64, device_ns, done_ns - arrive_ns)
@@ -63,21 +52,11 @@ LTTNG_TRACEPOINT_EVENT_CODE(ssdsim_complete,
 
 	TP_ARGS(rq, error, device_ns, latency_ns),
 
-	TP_locvar(
-		char rwbs[SSDSIM_RWBS_LEN];
-	),
+	TP_locvar_iosched_rq,
 
-	TP_code_pre(
-		blk_fill_rwbs(tp_locvar->rwbs, rq->cmd_flags);
-	),
+	TP_code_pre_iosched_rq,
 
-	TP_FIELDS(
-		ctf_integer(dev_t, dev, disk_devt(rq->q->disk))
-		ctf_integer(sector_t, sector, blk_rq_pos(rq))
-		ctf_integer(unsigned int, nr_sector, blk_rq_sectors(rq))
-		ctf_integer(unsigned int, hctx, rq->mq_hctx->queue_num)
-		ctf_integer(int, tag, rq->tag)
-		ctf_array_text(char, rwbs, tp_locvar->rwbs, SSDSIM_RWBS_LEN)
+	TP_FIELDS_iosched_rq(rq->tag,
 		ctf_integer(int, error, error)
 		ctf_integer(u64, device_ns, device_ns)
 		ctf_integer(u64, latency_ns, latency_ns)
