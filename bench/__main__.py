@@ -20,9 +20,12 @@ except ImportError:
     sys.exit("bench: needs matplotlib and numpy: apt-get install python3-matplotlib "
              "python3-numpy (scripts/setup does), and run it with /usr/bin/python3")
 
-# the project root, for `scripts.vmbed`, when run from elsewhere
+# the project root, for `scripts.vmbed`, when run from elsewhere; kyber-tune's
+# folder, for kybertune, whose steps follow the kyber-grid suite in `demo`
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "kyber-tune"))
 
 from bench.cli import main  # noqa: E402
+from kybertune import demo as kyber_tune_demo  # noqa: E402
 
-sys.exit(main())
+sys.exit(main(demo_steps={"kyber-grid": kyber_tune_demo.steps}))

@@ -30,7 +30,7 @@ equalises charge, then holds a writer to such a reader's pace: on ssdsim
 QD32 costs and met it with QD1 costs.
 
 Measuring writes to the raw device, so it goes through the runner's safety
-check first (session.check_device: a device holding data is refused unless
+check first (device.check_device: a device holding data is refused unless
 --destroy-data names it again).  The cost tunables belong to the elevator
 instance, so flashfq is then selected (its module loaded if need be), the
 values written and read back, and flashfq is left selected with them.
@@ -48,8 +48,7 @@ from bench import device as devmod
 from bench import fio, prep
 from bench.device import DeviceError
 from bench.runner import Cleanups, RunError, check_fio, run_fio, sigterm_as_interrupt
-from bench.session import check_device, ensure_scheduler, restorer
-from bench.suites import OURS, Sched
+from bench.suites import OURS
 from bench.suites import flashfq
 from bench.target import Target
 
@@ -137,10 +136,10 @@ def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout) -> dic
     cleanups = Cleanups(out)
     try:
         with sigterm_as_interrupt():
-            why = ensure_scheduler(target, dev, Sched("cars", OURS["cars"]), cleanups)
+            why = devmod.ensure_scheduler(target, dev, "cars", OURS["cars"], cleanups.add)
             if why is not None:
                 raise DeviceError(f"cannot calibrate cars on /dev/{dev}: {why}")
-            cleanups.add(*restorer(target, devmod.save_state(target, dev)))
+            cleanups.add(*devmod.restorer(target, devmod.save_state(target, dev)))
             print(f"ssdsim /dev/{dev}: " + ", ".join(f"{a} {ss[a]}" for a in SSDSIM_ATTRS),
                   file=out)
             if int(ss["write_buffer_pages"]):
@@ -213,16 +212,16 @@ def calibrate(target: Target, scheduler: str, device: str, destroy_data: str | N
     if iodepth < 1:
         raise ValueError("--iodepth must be at least 1")
     dev = devmod.resolve(target, device)
-    check_device(target, dev, destroy_data, out)
+    devmod.check_device(target, dev, destroy_data, out)
     info = devmod.info(target, dev)
     saved = devmod.save_state(target, dev)
     cleanups = Cleanups(out)
     try:
         with sigterm_as_interrupt():
-            why = ensure_scheduler(target, dev, Sched(cal.elevator, cal.module), cleanups)
+            why = devmod.ensure_scheduler(target, dev, cal.elevator, cal.module, cleanups.add)
             if why is not None:
                 raise DeviceError(f"cannot calibrate {cal.elevator} on /dev/{dev}: {why}")
-            cleanups.add(*restorer(target, saved))
+            cleanups.add(*devmod.restorer(target, saved))
             devmod.set_scheduler(target, dev, "none")
             how = ("one request at a time (psync" if iodepth == 1 else
                    f"{iodepth} requests in flight (io_uring")

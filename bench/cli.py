@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,7 @@ from bench import suites
 from bench.args import ROOT, parse
 
 if TYPE_CHECKING:
+    from bench.demo import Steps
     from bench.target import Target
 
 
@@ -78,7 +79,10 @@ def cmd_select(a: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None,
+         demo_steps: Mapping[str, Steps] | None = None) -> int:
+    """The command line @argv (default: sys.argv's); @demo_steps: what
+    `demo` runs after a suite's run, by suite (bench.demo.DemoSuite.then)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse(argv)
     from bench.device import DeviceError
@@ -104,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_calibrate(a)
         if a.cmd == "demo":
             from bench.demo import demo
-            return demo(a)
+            return demo(a, demo_steps)
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130

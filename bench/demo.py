@@ -11,26 +11,33 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bench import prep, report, suites
 from bench.args import parse
 from bench.device import DeviceError
+from bench.markdown import table
 from bench.results import ResultsError
 from bench.runner import RunError, fmt_secs
 from bench.session import run_suite
-from bench.target import TargetError, VMTarget
+from bench.target import Target, TargetError, VMTarget
 from bench.vm import booted, build_modules, has_module, pick_device, test_kernels
 from scripts.vmbed import VMError
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: a line of the index: (suite or step, its results folder, seconds, note)
+Step = tuple[str, Path | None, float, str]
+#: what runs after a suite's short run, on the same target: steps(target,
+#: results folder, device), each step a Step
+Steps = Callable[[Target, Path, str], list[Step]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,9 @@ class DemoSuite:
     # ssdsim reloaded with these parameters for this suite and its steps
     # (when the demo device is ssdsim), then as it was
     ssdsim: tuple[tuple[str, str], ...] = ()
+    # the steps after its run, on the same VM and device (from demo()'s
+    # caller: python3 -m bench gives kyber-grid kyber-tune's, kybertune/demo.py)
+    then: Steps | None = None
 
 
 DEMO = (
@@ -59,7 +69,7 @@ DEMO = (
                           "--runtime", "2", "--ramp", "0.5"), needs_module="flashfq-iosched"),
     DemoSuite("cars", ("--read-ratios", "0,50,100", "--flows", "2,4,8", "--reps", "1",
                        "--runtime", "3", "--ramp", "0.5"), needs_module="cars-iosched"),
-    # then kyber-tune's verify and bench (bench.suites.DEMO_STEPS).  Kyber
+    # then kyber-tune's verify and bench (DemoSuite.then).  Kyber
     # computes a percentile from 500 samples or 1 s of them, and the writes
     # queued before it throttles them stay: 3 s runs after a 0.5 s ramp gave
     # the reader the same P99 at every point (248-253 ms at time_scale 60,
@@ -83,11 +93,13 @@ class Done:
     kernel: str
     device: str
     note: str
-    suites: list[tuple[str, Path | None, float, str]] = field(default_factory=list)
+    suites: list[Step] = field(default_factory=list)
     boot: float = 0.0
 
 
-def demo(a: argparse.Namespace) -> int:
+def demo(a: argparse.Namespace, then: Mapping[str, Steps] | None = None) -> int:
+    """The demo @a asks for; @then: a suite's follow-up steps (DemoSuite.then),
+    by suite."""
     t0 = time.monotonic()
     names = {s.suite for s in DEMO}
     bad = [x for x in (a.suites or "").split(",") if x and x not in names]
@@ -106,7 +118,7 @@ def demo(a: argparse.Namespace) -> int:
         try:
             if not a.no_build:
                 build_modules(k)
-            _kernel(k, top, a.seed, done, a.suites.split(",") if a.suites else None)
+            _kernel(k, top, a.seed, done, a.suites.split(",") if a.suites else None, then)
         except (VMError, TargetError, DeviceError) as e:
             # no modules, or a VM that would not boot or answer: say so, go on
             msg = str(e).splitlines()[0]
@@ -124,11 +136,12 @@ def demo(a: argparse.Namespace) -> int:
 
 
 def _kernel(k: str, top: Path, seed: int, done: list[Done],
-            only: list[str] | None = None) -> None:
-    """Every demo suite (or those named in @only) on kernel @k.  A suite
-    during which the VM stops answering runs once more on a new VM; the
-    rest go on there."""
-    todo = [s for s in DEMO if not only or s.suite in only]
+            only: list[str] | None = None, then: Mapping[str, Steps] | None = None) -> None:
+    """Every demo suite (or those named in @only) on kernel @k, each followed
+    by its steps in @then.  A suite during which the VM stops answering
+    runs once more on a new VM; the rest go on there."""
+    todo = [replace(s, then=(then or {}).get(s.suite, s.then))
+            for s in DEMO if not only or s.suite in only]
     retried: set[DemoSuite] = set()
     d: Done | None = None
     while todo:
@@ -195,19 +208,18 @@ def _run_loaded(t: VMTarget, s: DemoSuite, k: str, dev: str, top: Path, seed: in
 
 
 def _follow_up(t: VMTarget, s: DemoSuite, k: str, dev: str, folder: Path, d: Done) -> bool:
-    """The steps a suite's module adds after its run (suites.DEMO_STEPS);
-    False if the VM stopped answering."""
-    mod = suites.DEMO_STEPS.get(s.suite)
-    if mod is None:
+    """The steps after the suite's run (s.then); False if the VM stopped
+    answering."""
+    if s.then is None:
         return True
-    suites.all_suites()     # puts the suite's folder on sys.path
-    print(f"\n--- {k}: {s.suite}: {mod}", flush=True)
+    name = s.then.__module__
+    print(f"\n--- {k}: {s.suite}: {name}", flush=True)
     ts = time.monotonic()
     try:
-        d.suites += importlib.import_module(mod).steps(t, folder, dev)
+        d.suites += s.then(t, folder, dev)
     except (TargetError, DeviceError, RunError, ResultsError, ValueError) as e:
-        print(f"demo: {mod} FAILED on {k}: {e}", file=sys.stderr, flush=True)
-        d.suites.append((mod, None, time.monotonic() - ts, f"FAILED: {str(e).splitlines()[0]}"))
+        print(f"demo: {name} FAILED on {k}: {e}", file=sys.stderr, flush=True)
+        d.suites.append((name, None, time.monotonic() - ts, f"FAILED: {str(e).splitlines()[0]}"))
         return t.answering
     return True
 
@@ -240,7 +252,7 @@ def write_index(top: Path, done: list[Done], wall: float) -> Path:
                 link = f"[{rel}]({rel})"
             rows.append([s, fmt_secs(secs) if secs else "–",
                          "; ".join(x for x in (link, why) if x)])
-        lines.append(report.table(["suite", "time", "report"], rows, "lll"))
+        lines.append(table(["suite", "time", "report"], rows, "lll"))
         for s, f, _, why in d.suites:
             if f is not None and (f / "headline.md").exists():
                 lines.append(f"\n### {s}{' (' + why + ')' if why else ''}\n\n"

@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 from bench.target import Target, TargetError, q
 
@@ -325,6 +327,19 @@ def check_safe(target: Target, name: str, destroy_data: str | None) -> Occupancy
         f"pass --destroy-data /dev/{name}.")
 
 
+def check_device(target: Target, dev: str, destroy_data: str | None,
+                 out: TextIO = sys.stdout) -> dict[str, Any]:
+    """Before anything writes to the raw device /dev/@dev: refuse it if it
+    holds data (check_safe) unless @destroy_data names it again; what was
+    found, for the manifest."""
+    occ = check_safe(target, dev, destroy_data)
+    if occ.problems():
+        print(f"--destroy-data {destroy_data}: overwriting /dev/{dev} although "
+              + "; ".join(occ.problems()), file=out)
+    return {"checked": True, "found": occ.problems(),
+            "overridden_by": destroy_data if occ.problems() else None}
+
+
 # ---------------------------------------------------------------------------
 # scheduler and tunables
 
@@ -449,6 +464,17 @@ def restore_state(target: Target, st: SavedState) -> list[str]:
     return failed
 
 
+def restorer(target: Target, saved: SavedState) -> tuple[str, Callable[[], None]]:
+    """A clean-up putting the device's scheduler and tunables back."""
+    def restore() -> None:
+        failed = restore_state(target, saved)
+        if failed:
+            raise DeviceError("; ".join(failed))
+    tun = ", ".join(f"{k}={v}" for k, v in saved.tunables.items())
+    return (f"/dev/{saved.name} back to scheduler {saved.scheduler}"
+            + (f" and its tunables ({tun})" if tun else ""), restore)
+
+
 # ---------------------------------------------------------------------------
 # modules
 
@@ -492,3 +518,25 @@ def offer_scheduler(target: Target, dev: str, sched: str, module: str) -> bool:
 
 def unload_module(target: Target, module: str) -> bool:
     return target.run(f"modprobe -r {q(module)} 2>/dev/null || rmmod {q(module)}").rc == 0
+
+
+def ensure_scheduler(target: Target, dev: str, sched: str, module: str | None,
+                     on_exit: Callable[[str, Callable[[], None]], None]) -> str | None:
+    """Make elevator @sched selectable on /dev/@dev, loading @module (None:
+    the kernel's own) if need be, its unloading registered with @on_exit;
+    None, or why it cannot be."""
+    if module is None:
+        return None if sched in available_schedulers(target, dev) else \
+            f"elevator {sched} is not offered by /dev/{dev}"
+    try:
+        loaded = offer_scheduler(target, dev, sched, module)
+    except DeviceError as e:
+        return str(e)
+    if loaded:
+        def unload(module: str = module) -> None:
+            if not unload_module(target, module):
+                print(f"note: module {module} left loaded (in use)")
+        on_exit(f"module {module} unloaded", unload)
+    if sched not in available_schedulers(target, dev):
+        return f"module {module} is loaded but /dev/{dev} does not offer elevator {sched}"
+    return None

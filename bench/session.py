@@ -6,7 +6,6 @@ import datetime as dt
 import random
 import sys
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, TextIO
 
 from bench import device as devmod
@@ -15,7 +14,7 @@ from bench import suites
 from bench import trace as tracemod
 from bench.device import DeviceError
 from bench.runner import FORMAT, Cleanups, Manifest, RunContext, execute, now_iso
-from bench.suites import Sched, Suite
+from bench.suites import Suite
 from bench.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,39 +33,6 @@ def durations(suite: Suite, args: argparse.Namespace) -> tuple[float, float, int
     return runtime, ramp, reps
 
 
-def check_device(target: Target, dev: str, destroy_data: str | None,
-                 out: TextIO = sys.stdout) -> dict[str, Any]:
-    """Before anything writes to the raw device /dev/@dev: refuse it if it
-    holds data (devmod.check_safe) unless @destroy_data names it again; what
-    was found, for the manifest."""
-    occ = devmod.check_safe(target, dev, destroy_data)
-    if occ.problems():
-        print(f"--destroy-data {destroy_data}: overwriting /dev/{dev} although "
-              + "; ".join(occ.problems()), file=out)
-    return {"checked": True, "found": occ.problems(),
-            "overridden_by": destroy_data if occ.problems() else None}
-
-
-def ensure_scheduler(target: Target, dev: str, s: Sched, cleanups: Cleanups) -> str | None:
-    """Make elevator @s selectable on @dev (loading its module); None, or
-    why it cannot be."""
-    if s.module is None:
-        return None if s.name in devmod.available_schedulers(target, dev) else \
-            f"elevator {s.name} is not offered by /dev/{dev}"
-    try:
-        loaded = devmod.offer_scheduler(target, dev, s.name, s.module)
-    except DeviceError as e:
-        return str(e)
-    if loaded:
-        def unload(module: str = s.module) -> None:
-            if not devmod.unload_module(target, module):
-                print(f"note: module {module} left loaded (in use)")
-        cleanups.add(f"module {s.module} unloaded", unload)
-    if s.name not in devmod.available_schedulers(target, dev):
-        return f"module {s.module} is loaded but /dev/{dev} does not offer elevator {s.name}"
-    return None
-
-
 def probe_schedulers(target: Target, dev: str, names: list[str]) -> dict[str, dict[str, Any]]:
     """Each elevator's queue depth (nr_requests) and default tunables on @dev."""
     info: dict[str, dict[str, Any]] = {}
@@ -76,17 +42,6 @@ def probe_schedulers(target: Target, dev: str, names: list[str]) -> dict[str, di
         info[name] = {"nr_requests": devmod.nr_requests(target, dev),
                       "defaults": devmod.read_tunables(target, dev)}
     return info
-
-
-def restorer(target: Target, saved: devmod.SavedState) -> tuple[str, Callable[[], None]]:
-    """A clean-up putting the device's scheduler and tunables back."""
-    def restore() -> None:
-        failed = devmod.restore_state(target, saved)
-        if failed:
-            raise DeviceError("; ".join(failed))
-    tun = ", ".join(f"{k}={v}" for k, v in saved.tunables.items())
-    return (f"/dev/{saved.name} back to scheduler {saved.scheduler}"
-            + (f" and its tunables ({tun})" if tun else ""), restore)
 
 
 def folder_for(args: argparse.Namespace, suite: Suite, dev: str) -> Path:
@@ -121,20 +76,20 @@ def run_suite(target: Target, args: argparse.Namespace, out: TextIO = sys.stdout
             notes += dnotes
         safety: dict[str, Any] = {"checked": False}
         if suite.writes and suite.needs_device:
-            safety = check_device(target, dev, args.destroy_data, out)
+            safety = devmod.check_device(target, dev, args.destroy_data, out)
         saved = devmod.save_state(target, dev)
         available = ["none"]
         for s in suite.schedulers:
             if s.name == "none":
                 continue
-            why = ensure_scheduler(target, dev, s, cleanups)
+            why = devmod.ensure_scheduler(target, dev, s.name, s.module, cleanups.add)
             if why is None:
                 available.append(s.name)
             elif s.required:
                 raise DeviceError(f"suite {suite.name} needs elevator {s.name}: {why}")
             else:
                 notes.append(f"{s.name} not measured: {why}")
-        cleanups.add(*restorer(target, saved))
+        cleanups.add(*devmod.restorer(target, saved))
         sched_info = probe_schedulers(target, dev, [s for s in available if s != "none"])
         devmod.set_scheduler(target, dev, "none")
         info = devmod.info(target, dev)

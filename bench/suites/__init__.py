@@ -1,5 +1,5 @@
 """Benchmark suites.  A suite is one module here that defines `SUITE`, an
-instance of a Suite subclass saying:
+instance of a Suite subclass (all_suites() lists them), saying:
 
 - which schedulers it needs (name, module, whether it can do without),
 - its own command-line options (add_arguments) and default durations,
@@ -12,13 +12,10 @@ randomised order, results folder, progress, Ctrl-C) is the runner's.
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench import modules
 from scripts.vmbed import ICOUNT_SHIFTS
@@ -151,35 +148,24 @@ def icount_note(args: argparse.Namespace, target: Target, runtime: float) -> lis
             "guest's instructions"]
 
 
-#: suites that live in another top-level folder of the project, as
-#: (folder, module): the folder goes on sys.path to import the module
-ELSEWHERE = (("kyber-tune", "kybertune.grid"),)
-#: what `bench demo` runs after a suite's short run, on the same target:
-#: suite -> module with steps(target, results folder, device), each step
-#: a (name, folder, seconds, note); imported by name like ELSEWHERE's
-DEMO_STEPS = {"kyber-grid": "kybertune.demo"}
+K = TypeVar("K", str, int)
 
 
-def _modules() -> list[str]:
-    here = Path(__file__).parent
-    found = [f"bench.suites.{m.name}" for m in pkgutil.iter_modules([str(here)])
-             if not m.name.startswith("_")]
-    root = here.parent.parent
-    for folder, mod in ELSEWHERE:
-        if (root / folder).is_dir():
-            if str(root / folder) not in sys.path:
-                sys.path.append(str(root / folder))
-            found.append(mod)
-    return sorted(found)
+def ordered(keys: Iterable[K], ref: Collection[K]) -> list[K]:
+    """@keys in @ref's order (the order a suite names its schedulers,
+    operations, ...), then those @ref lacks, sorted: a report's rows and
+    series."""
+    have = set(keys)
+    return [k for k in ref if k in have] + sorted(k for k in have if k not in ref)
 
 
 def all_suites() -> dict[str, Suite]:
-    out: dict[str, Suite] = {}
-    for mod in _modules():
-        s = getattr(importlib.import_module(mod), "SUITE", None)
-        if isinstance(s, Suite):
-            out[s.name] = s
-    return out
+    """Every suite, by name (imported here rather than at the top: each
+    suite's module imports this one)."""
+    from bench.suites import cars, flashfq, k2, kyber_baseline, kyber_grid, overhead
+    found: tuple[Suite, ...] = (k2.SUITE, kyber_baseline.SUITE, overhead.SUITE,
+                                flashfq.SUITE, cars.SUITE, kyber_grid.SUITE)
+    return {s.name: s for s in found}
 
 
 def get(name: str) -> Suite:

@@ -45,11 +45,12 @@ from typing import Any
 
 from bench import fio, jobs, prep
 from bench.calibrate import cars_tunables, read_ssdsim
-from bench.report import figure, grouped_bars, ordered, save, summary_lines, table
+from bench.markdown import table
+from bench.plot import figure, grouped_bars, save, summary_lines
 from bench.results import Results, Summary, summarize
 from bench.runner import Config, Label, Phase, Plan, RunContext
 from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
-                          extra_tunables, icount_note)
+                          extra_tunables, icount_note, ordered)
 from bench.suites.k2 import csv
 
 #: the compared configurations: label -> (elevator, cars's filter)

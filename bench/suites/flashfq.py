@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.report import figure, grouped_bars, ordered, save, table
+from bench.markdown import table
+from bench.plot import figure, grouped_bars, save
 from bench.results import Results, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
-                          extra_tunables, icount_note)
+                          extra_tunables, icount_note, ordered)
 from bench.suites.k2 import OCCUPANCIES, csv, occupier
 
 P = 99.9

@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.report import figure, grouped_bars, ordered, save, table
+from bench.markdown import table
+from bench.plot import figure, grouped_bars, save
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
-from bench.suites import Sched, Suite, SuiteReport, add_icount_argument, icount_note
+from bench.suites import Sched, Suite, SuiteReport, add_icount_argument, icount_note, ordered
 
 OPS = {"read": "sequential read", "randread": "random read",
        "write": "sequential write", "randwrite": "random write"}

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs
-from bench.report import figure, save, table
+from bench.markdown import table
+from bench.plot import figure, save
 from bench.results import Results, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import Suite, SuiteReport

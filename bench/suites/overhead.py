@@ -61,11 +61,12 @@ from bench import device as devmod
 from bench import jobs
 from bench.calibrate import CARS_MAX_DEPTH, CARS_MAX_DIES
 from bench.device import DeviceError
-from bench.report import figure, grouped_bars, ordered, save, table
+from bench.markdown import table
+from bench.plot import figure, grouped_bars, save
 from bench.results import Results, Run, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
-                          assignments, icount_note)
+                          assignments, icount_note, ordered)
 from bench.suites.k2 import csv
 from bench.target import Target
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,17 @@ def test_every_suite_help_renders(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "50% reads" in " ".join(out.split())
     assert "option_strings" not in out
+
+
+def test_every_suite_module_is_listed() -> None:
+    """all_suites() names its suites' modules (no discovery by importlib):
+    each module of bench/suites/ that defines SUITE is among them."""
+    from bench.suites import all_suites
+    folder = Path(__file__).resolve().parent.parent / "suites"
+    defining = {f.stem for f in folder.glob("*.py")
+                if re.search(r"^SUITE\b.*=", f.read_text(), re.M)}
+    listed = {type(s).__module__.removeprefix("bench.suites.") for s in all_suites().values()}
+    assert defining and listed == defining
 
 
 def test_k2_plan_adaptive_rows_and_changing_load(tmp_path: Path) -> None:

@@ -502,7 +502,7 @@ def load_log(path: Path) -> list[Row]:
 
 def plot(rows: list[Row], objective_us: float, path: Path) -> Path:
     """Targets and the measured read P99 bound over time (PNG)."""
-    from bench.report import figure, save
+    from bench.plot import figure, save
     fig, ax = figure(1, 2, width=7.5, height=2.6)
     t = [r.t for r in rows]
     a = ax[0][0]

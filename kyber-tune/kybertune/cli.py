@@ -21,11 +21,11 @@ from bench import device as devmod
 from bench.device import DeviceError
 from bench.results import ResultsError, Summary
 from bench.suites import add_icount_argument, refuse_icount_here
+from bench.suites import kyber_dead as deadmod
+from bench.suites.kyber_grid import Cell, Grid, grids
 from bench.target import TargetError
 from scripts.vmbed import VMError
 
-from kybertune import dead as deadmod
-from kybertune.grid import Cell, Grid, grids
 from kybertune.recommend import OBJECTIVES, Objective, Recommendation, dumps, recommend
 
 PROG = "kyber-tune"
@@ -144,7 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     import datetime as dt
-    from bench.session import check_device
     from kybertune import versus
     res = _load_grid(a.grid)
     a.device = a.device or res.manifest["device"]["path"]
@@ -156,7 +155,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     out = Path(a.out or f"{Path(a.grid).resolve()}-bench-{stamp}")
     a.trace = None
     with bench_cli.target_for(a) as target:
-        check_device(target, devmod.resolve(target, a.device), a.destroy_data)
+        devmod.check_device(target, devmod.resolve(target, a.device), a.destroy_data)
         o = versus.run(target, res, a.device, a.read_p99_us, a.workload, a.runtime, a.settle,
                        a.period, out)
     print(f"\nreader P99 {o.after_p99_us / 1000:.3f} ms (objective {a.read_p99_us / 1000:g}), "
@@ -314,7 +313,7 @@ def ssdsim_param_dict(manifest: dict[str, Any]) -> dict[str, str]:
 def compare(rec: Recommendation, measured: dict[str, list[float]],
             tolerance: float = deadmod.TOLERANCE) -> str:
     """Predicted against measured, per metric, with whether they agree
-    (kybertune.dead's rule)."""
+    (bench.suites.kyber_dead's rule)."""
     from bench.results import summarize
     assert rec.best is not None
     pred = rec.best.predicted()

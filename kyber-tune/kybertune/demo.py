@@ -6,8 +6,8 @@ and `auto` against the grid (as `kyber-tune bench`).
 The objective is chosen from the grid itself, since the demo's device is
 whatever the bed has: the geometric mean of the lowest read P99 of the
 R1+W256 grid and Kyber's defaults' read P99, i.e. a target that the
-defaults miss and some static point meets.  bench.demo finds this module
-by name (bench.suites.DEMO_STEPS)."""
+defaults miss and some static point meets.  python3 -m bench (its
+__main__) gives steps() to bench.demo for the kyber-grid suite."""
 from __future__ import annotations
 
 import math
@@ -16,13 +16,14 @@ from pathlib import Path
 
 from bench import device as devmod
 from bench import prep
+from bench.demo import Step
 from bench.session import run_suite
+from bench.suites import kyber_dead as deadmod
+from bench.suites.kyber_grid import Grid
 from bench.target import Target
 
 from kybertune import cli as kt_cli
-from kybertune import dead as deadmod
 from kybertune import versus
-from kybertune.grid import Grid
 from kybertune.recommend import Objective, recommend
 
 WORKLOAD = "R1+W256"
@@ -30,8 +31,6 @@ WORKLOAD = "R1+W256"
 # moves x2 to x8 a period): the reader measured from 20 s after the start,
 # of a 70 s run
 BENCH_RUNTIME, BENCH_SETTLE = 70.0, 20.0
-
-Step = tuple[str, Path | None, float, str]
 
 
 def objective_us(g: Grid) -> float | None:

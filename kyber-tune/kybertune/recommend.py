@@ -10,7 +10,7 @@ Objectives:
 Kyber's defaults, measured beside the grid, are a candidate too.  The
 prediction is the point's mean ± standard deviation over the grid's
 repetitions; the points that cannot be told from the best in the objective
-(kybertune.dead's rule) are listed as alternatives."""
+(bench.suites.kyber_dead's rule) are listed as alternatives."""
 from __future__ import annotations
 
 import json
@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.results import Summary
-
-from kybertune import dead as deadmod
-from kybertune.grid import Cell, Grid
+from bench.suites import kyber_dead as deadmod
+from bench.suites.kyber_grid import Cell, Grid
 
 OBJECTIVES = ("min-read-p99", "max-iops", "max-write-iops")
 

@@ -22,13 +22,13 @@ from typing import TextIO
 from bench import device as devmod
 from bench import fio, jobs
 from bench.device import DeviceError
-from bench.report import table
+from bench.markdown import table
 from bench.results import Results
 from bench.suites.kyber_baseline import Workload
+from bench.suites.kyber_grid import grids
 from bench.target import Target, q
 
 from kybertune import auto
-from kybertune.grid import grids
 from kybertune.recommend import Objective, recommend
 
 TOLERANCE_P99, SHARE_OF_BEST = 1.10, 0.90

@@ -15,8 +15,9 @@ import pytest
 from bench import results as resmod
 from bench.jobs import parse_options
 from bench.tests.fake import FakeTarget, Result, Validator, run_fake
+from bench.suites import kyber_dead as dead
+from bench.suites import kyber_grid as grid
 from bench.tests.test_report import is_png
-from kybertune import dead, grid
 from kybertune.cli import compare, main, ssdsim_params, verify_argv, vm_icount
 from kybertune.recommend import Objective, recommend
 

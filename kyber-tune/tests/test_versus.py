@@ -63,7 +63,7 @@ def test_static_points_goals_and_report(grid_run: tuple[Path, KyberTarget, str],
 
 def test_demo_objective_lies_between_the_best_point_and_the_defaults() -> None:
     from kybertune.demo import objective_us
-    from kybertune.grid import Cell, Grid
+    from bench.suites.kyber_grid import Cell, Grid
 
     def cell(p99: float) -> Cell:
         c = Cell(1, 1)

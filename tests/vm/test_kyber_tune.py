@@ -21,7 +21,8 @@ from bench.target import Target, VMTarget
 from conftest import ROOT, Guest, load_ssdsim, need_modules
 
 sys.path.insert(0, str(ROOT / "kyber-tune"))
-from kybertune import auto, grid  # noqa: E402
+from bench.suites import kyber_grid as grid  # noqa: E402
+from kybertune import auto  # noqa: E402
 
 # user space: kyber-tune over Kyber's sysfs, the same on every kernel
 # (tests/run: the first test kernel only)

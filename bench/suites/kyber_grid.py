@@ -1,4 +1,6 @@
-"""kyber-grid: the Kyber study's grid search on the benchmark runner.
+"""kyber-grid: the Kyber study's grid search on the benchmark runner (also
+`kyber-tune grid`), and the grids it measured (grids(), which kyber-tune's
+recommend, verify and bench read).
 
 Every point of read targets x write targets (read_lat_nsec, write_lat_nsec)
 is one configuration of the runner: before its fio run the runner selects
@@ -28,15 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.report import figure, save, table
+from bench.markdown import table
+from bench.plot import figure, save
 from bench.results import Results, Run, Summary, summarize
 from bench.runner import Config, Phase, Plan, RunContext, RunError
 from bench.suites import Sched, Suite, SuiteReport, add_icount_argument, icount_note
 from bench.suites.kyber_baseline import Workload, depth_note
 from bench.suites.kyber_baseline import jobfile as baseline_jobfile
+from bench.suites import kyber_dead as deadmod
 from bench.target import q
-
-from kybertune import dead as deadmod
 
 #: the study's workload pairs
 PAIRS = ("R1+W256", "R256+W256", "R1+W1", "R256+W1")
