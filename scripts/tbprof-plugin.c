@@ -13,6 +13,25 @@
  * them, exactly (the callbacks do not change the guest's instructions).
  * Meant for one vCPU (the counts are not atomic).
  *
+ * With the argument locks=on it also follows the guest's spinlocks, for
+ * tbprof --locks.  The trigger's first line is then either an output file
+ * or "locks", followed by "VADDR_HEX CODE" lines naming the entry of each
+ * lock primitive (1 takes a lock, 2 tries to, 3 releases one).  At the
+ * entry of a primitive the callback reads RDI (the lock), the return
+ * address at RSP (the call site) and EFLAGS.IF (were interrupts off
+ * already); a lock's record is closed when a release names the same lock,
+ * and the vCPU's instructions in between (a per-vCPU count of the blocks
+ * run) are its hold.  Snapshots then also carry one line per (call site,
+ * lock, primitive): "lock SITE LOCK PRIMITIVE ACQUISITIONS HELD IRQOFF",
+ * one per atomic read-modify-write instruction (a lock prefix, or the DS
+ * prefix that the kernel patches lock prefixes into on one CPU, or xchg
+ * with memory): "atomic VADDR EXECUTIONS OTHER LINE:HITS...", the cache
+ * lines it touched (the first four; OTHER counts the accesses to more),
+ * and "unmatched RELEASES DROPPED": releases of no lock held, records
+ * dropped for want of room.  Every block's callback then asks for the
+ * registers (QEMU_PLUGIN_CB_R_REGS), which costs host time, not guest
+ * instructions.
+ *
  * Built against QEMU's plugin API (include/qemu/qemu-plugin.h); only the
  * few declarations used are repeated here, so that no QEMU headers are
  * needed: those calls and qemu_info_t are unchanged from API version 1 to
@@ -60,14 +79,94 @@ void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb,
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 
+/* For locks=on (API version 2 on: registers; 4: guest memory). */
+struct qemu_plugin_insn;
+struct qemu_plugin_register;
+typedef uint32_t qemu_plugin_meminfo_t;
+enum { CB_NO_REGS, CB_R_REGS };
+enum { MEM_R = 1, MEM_W, MEM_RW };
+typedef struct { char *data; unsigned int len; } garray_t;	/* GArray */
+typedef struct { uint8_t *data; unsigned int len; } gbytes_t;	/* GByteArray */
+typedef struct {
+	struct qemu_plugin_register *handle;
+	const char *name;
+	const char *feature;
+} reg_descriptor_t;
+typedef void (*qemu_plugin_vcpu_simple_cb_t)(qemu_plugin_id_t id,
+					     unsigned int vcpu_index);
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index,
+					  qemu_plugin_meminfo_t info,
+					  uint64_t vaddr, void *userdata);
+
+void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t id,
+				       qemu_plugin_vcpu_simple_cb_t cb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb,
+						 size_t idx);
+size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *insn, void *dest,
+			     size_t len);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn,
+				      qemu_plugin_vcpu_mem_cb_t cb, int flags,
+				      int rw, void *userdata);
+garray_t *qemu_plugin_get_registers(void);
+int qemu_plugin_read_register(struct qemu_plugin_register *handle,
+			      gbytes_t *buf);
+bool qemu_plugin_read_memory_vaddr(uint64_t addr, gbytes_t *data, size_t len);
+/* glib's, which QEMU links */
+gbytes_t *g_byte_array_new(void);
+gbytes_t *g_byte_array_set_size(gbytes_t *array, unsigned int length);
+
 /* The plugin API version this was written against: QEMU 10's. */
 EXPORT int qemu_plugin_version = 4;
+
+struct atomic;
+
+#define BLOCK_ATOMICS 8
 
 struct block {
 	uint64_t vaddr;
 	uint64_t insns;
 	uint64_t count;		/* executions, by the vCPU thread */
 	struct block *next;	/* hash chain */
+	int code;		/* locks=on: a lock primitive's entry (1-3) */
+	unsigned int natomics;
+	struct atomic *atomics[BLOCK_ATOMICS];
+};
+
+#define ATOMIC_LINES 4
+
+/* An atomic instruction (locks=on), by its address. */
+struct atomic {
+	uint64_t vaddr;
+	uint64_t execs;
+	uint64_t line[ATOMIC_LINES];	/* cache line addresses (>> 6) */
+	uint64_t hits[ATOMIC_LINES];
+	uint64_t other;
+	struct atomic *next;
+};
+
+/* A (call site, lock, primitive)'s totals (locks=on). */
+struct hold {
+	uint64_t site, lock, fn;
+	uint64_t acquisitions, held, irqoff;
+	struct hold *next;
+};
+
+#define VCPUS 64
+#define HELD 32
+#define PRIMITIVES 64
+#define IF_FLAG (1U << 9)
+
+struct held {
+	uint64_t site, lock, fn, start;
+	int irqoff;
+};
+
+struct vcpu {
+	uint64_t insns;		/* instructions of the blocks it ran */
+	unsigned int nheld;
+	struct held held[HELD];
+	gbytes_t *buf;
 };
 
 #define BUCKETS (1U << 20)
@@ -75,9 +174,253 @@ static struct block *table[BUCKETS];
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *trigger = "tbprof.trigger";
 
+static bool locks;
+static struct qemu_plugin_register *reg_rdi, *reg_rsp, *reg_eflags;
+static struct vcpu vcpus[VCPUS];
+static struct {
+	uint64_t vaddr;
+	int code;
+} primitives[PRIMITIVES];
+static unsigned int nprimitives;
+#define SMALL_BUCKETS (1U << 16)
+static struct hold *holds[SMALL_BUCKETS];
+static struct atomic *atomics[SMALL_BUCKETS];
+static uint64_t unmatched, dropped;
+
 static void block_ran(unsigned int vcpu, void *data)
 {
 	((struct block *)data)->count++;
+}
+
+static unsigned int small_hash(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL ^
+		     c * 0x165667b19e3779f9ULL;
+
+	return (unsigned int)(h >> 48) & (SMALL_BUCKETS - 1);
+}
+
+static uint64_t read_reg(struct vcpu *v, struct qemu_plugin_register *reg)
+{
+	uint64_t val = 0;
+	int n;
+
+	if (!reg)
+		return 0;
+	g_byte_array_set_size(v->buf, 0);
+	n = qemu_plugin_read_register(reg, v->buf);
+	if (n > 0)
+		memcpy(&val, v->buf->data, n < 8 ? (size_t)n : 8);
+	return val;
+}
+
+static void hold_add(const struct held *h, uint64_t held)
+{
+	unsigned int i = small_hash(h->site, h->lock, h->fn);
+	struct hold *r;
+
+	for (r = holds[i]; r; r = r->next)
+		if (r->site == h->site && r->lock == h->lock && r->fn == h->fn)
+			break;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			abort();
+		r->site = h->site;
+		r->lock = h->lock;
+		r->fn = h->fn;
+		pthread_mutex_lock(&table_lock);
+		r->next = holds[i];
+		holds[i] = r;
+		pthread_mutex_unlock(&table_lock);
+	}
+	r->acquisitions++;
+	r->held += held;
+	r->irqoff += h->irqoff;
+}
+
+static void forget(struct vcpu *v, unsigned int i)
+{
+	memmove(&v->held[i], &v->held[i + 1],
+		(v->nheld - i - 1) * sizeof(v->held[0]));
+	v->nheld--;
+}
+
+/* At a lock primitive's entry: RDI the lock, [RSP] the call site. */
+static void primitive(struct vcpu *v, const struct block *b)
+{
+	uint64_t lock = read_reg(v, reg_rdi);
+	uint64_t rsp = read_reg(v, reg_rsp);
+	uint64_t site = 0;
+	unsigned int i;
+
+	for (i = v->nheld; i-- > 0;)
+		if (v->held[i].lock == lock)
+			break;
+	if (b->code == 3) {
+		if (i < v->nheld) {
+			hold_add(&v->held[i], v->insns - v->held[i].start);
+			forget(v, i);
+		} else {
+			unmatched++;
+		}
+		return;
+	}
+	/* taken again: the earlier entry was a trylock that failed */
+	if (i < v->nheld)
+		forget(v, i);
+	if (v->nheld == HELD) {
+		forget(v, 0);
+		dropped++;
+	}
+	if (qemu_plugin_read_memory_vaddr(rsp, v->buf, 8) && v->buf->len >= 8)
+		memcpy(&site, v->buf->data, 8);
+	v->held[v->nheld++] = (struct held){
+		.site = site, .lock = lock, .fn = b->vaddr, .start = v->insns,
+		.irqoff = !(read_reg(v, reg_eflags) & IF_FLAG),
+	};
+}
+
+static void block_ran_locks(unsigned int vcpu, void *data)
+{
+	struct block *b = data;
+	struct vcpu *v = &vcpus[vcpu < VCPUS ? vcpu : 0];
+	unsigned int i;
+
+	b->count++;
+	for (i = 0; i < b->natomics; i++)
+		b->atomics[i]->execs++;
+	if (b->code)
+		primitive(v, b);
+	v->insns += b->insns;
+}
+
+static void atomic_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
+			  uint64_t vaddr, void *data)
+{
+	struct atomic *a = data;
+	uint64_t line = vaddr >> 6;
+	unsigned int i;
+
+	for (i = 0; i < ATOMIC_LINES; i++) {
+		if (a->hits[i] && a->line[i] == line)
+			break;
+		if (!a->hits[i]) {
+			a->line[i] = line;
+			break;
+		}
+	}
+	if (i < ATOMIC_LINES)
+		a->hits[i]++;
+	else
+		a->other++;
+}
+
+/*
+ * Whether the instruction is an atomic read-modify-write: a lock prefix,
+ * or DS (0x3e), which is what the kernel patches its lock prefixes into
+ * when it runs on one CPU, before an opcode that can take lock; or xchg
+ * with a memory operand (locked without a prefix).
+ */
+static bool is_atomic(const uint8_t *p, size_t len)
+{
+	bool lock = false, ds = false;
+	size_t i = 0;
+	uint8_t op, reg;
+
+	for (; i < len; i++) {
+		if (p[i] == 0xf0)
+			lock = true;
+		else if (p[i] == 0x3e)
+			ds = true;
+		else if (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf2 ||
+			 p[i] == 0xf3 || p[i] == 0x2e || p[i] == 0x36 ||
+			 p[i] == 0x26 || p[i] == 0x64 || p[i] == 0x65)
+			continue;
+		else
+			break;
+	}
+	if (i < len && (p[i] & 0xf0) == 0x40)	/* REX */
+		i++;
+	if (i >= len)
+		return false;
+	op = p[i];
+	if ((op == 0x86 || op == 0x87) && i + 1 < len && (p[i + 1] >> 6) != 3)
+		return true;
+	if (lock)
+		return true;
+	if (!ds)
+		return false;
+	/* the opcodes lock applies to, with a memory operand */
+	if (op == 0x0f) {
+		if (i + 2 >= len)
+			return false;
+		op = p[i + 1];
+		reg = (p[i + 2] >> 3) & 7;
+		if ((p[i + 2] >> 6) == 3)
+			return false;
+		/* cmpxchg, xadd, bts, btr, btc, cmpxchg8b/16b */
+		return op == 0xb0 || op == 0xb1 || op == 0xc0 || op == 0xc1 ||
+		       op == 0xab || op == 0xb3 || op == 0xbb ||
+		       (op == 0xba && reg >= 5) || (op == 0xc7 && reg == 1);
+	}
+	if (i + 1 >= len || (p[i + 1] >> 6) == 3)
+		return false;
+	reg = (p[i + 1] >> 3) & 7;
+	if (op <= 0x33)		/* add, or, adc, sbb, and, sub, xor to memory */
+		return (op & 7) <= 1;
+	if (op == 0x80 || op == 0x81 || op == 0x83)
+		return reg != 7;	/* not cmp */
+	if (op == 0xf6 || op == 0xf7)
+		return reg == 2 || reg == 3;	/* not, neg */
+	if (op == 0xfe || op == 0xff)
+		return reg <= 1;	/* inc, dec */
+	return false;
+}
+
+static struct atomic *atomic_at(uint64_t vaddr)
+{
+	unsigned int i = small_hash(vaddr, 0, 0);
+	struct atomic *a;
+
+	for (a = atomics[i]; a; a = a->next)
+		if (a->vaddr == vaddr)
+			return a;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		abort();
+	a->vaddr = vaddr;
+	a->next = atomics[i];
+	atomics[i] = a;
+	return a;
+}
+
+static int primitive_code(uint64_t vaddr)
+{
+	unsigned int i;
+
+	for (i = 0; i < nprimitives; i++)
+		if (primitives[i].vaddr == vaddr)
+			return primitives[i].code;
+	return 0;
+}
+
+static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
+{
+	garray_t *regs = qemu_plugin_get_registers();
+	reg_descriptor_t *d = (reg_descriptor_t *)regs->data;
+	unsigned int i;
+
+	for (i = 0; i < regs->len; i++) {
+		if (!strcmp(d[i].name, "rdi"))
+			reg_rdi = d[i].handle;
+		else if (!strcmp(d[i].name, "rsp"))
+			reg_rsp = d[i].handle;
+		else if (!strcmp(d[i].name, "eflags"))
+			reg_eflags = d[i].handle;
+	}
+	if (vcpu < VCPUS)
+		vcpus[vcpu].buf = g_byte_array_new();
 }
 
 static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -101,8 +444,34 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		b->next = table[h];
 		table[h] = b;
 	}
+	if (locks) {
+		size_t i;
+
+		b->code = primitive_code(vaddr);
+		for (i = 0; i < insns; i++) {
+			struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+			uint8_t bytes[16];
+			size_t n = qemu_plugin_insn_data(insn, bytes, sizeof(bytes));
+			struct atomic *a;
+			unsigned int j;
+
+			if (!is_atomic(bytes, n))
+				continue;
+			a = atomic_at(qemu_plugin_insn_vaddr(insn));
+			for (j = 0; j < b->natomics; j++)
+				if (b->atomics[j] == a)
+					break;
+			if (j == b->natomics && b->natomics < BLOCK_ATOMICS)
+				b->atomics[b->natomics++] = a;
+			qemu_plugin_register_vcpu_mem_cb(insn, atomic_access, CB_NO_REGS,
+							 MEM_RW, a);
+		}
+	}
 	pthread_mutex_unlock(&table_lock);
-	qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran, 0, b);
+	if (locks)
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran_locks, CB_R_REGS, b);
+	else
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran, CB_NO_REGS, b);
 }
 
 static void snapshot(const char *out)
@@ -122,9 +491,56 @@ static void snapshot(const char *out)
 			if (b->count)
 				fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
 					b->vaddr, b->insns, b->count);
+	if (locks) {
+		struct hold *h;
+		struct atomic *a;
+		unsigned int j;
+
+		for (i = 0; i < SMALL_BUCKETS; i++)
+			for (h = holds[i]; h; h = h->next)
+				fprintf(f, "lock %" PRIx64 " %" PRIx64 " %" PRIx64
+					" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+					h->site, h->lock, h->fn, h->acquisitions,
+					h->held, h->irqoff);
+		for (i = 0; i < SMALL_BUCKETS; i++)
+			for (a = atomics[i]; a; a = a->next) {
+				if (!a->execs)
+					continue;
+				fprintf(f, "atomic %" PRIx64 " %" PRIu64 " %" PRIu64,
+					a->vaddr, a->execs, a->other);
+				for (j = 0; j < ATOMIC_LINES && a->hits[j]; j++)
+					fprintf(f, " %" PRIx64 ":%" PRIu64,
+						a->line[j] << 6, a->hits[j]);
+				fputc('\n', f);
+			}
+		fprintf(f, "unmatched %" PRIu64 " %" PRIu64 "\n", unmatched,
+			dropped);
+	}
 	pthread_mutex_unlock(&table_lock);
 	if (fclose(f) == 0)
 		rename(tmp, out);
+}
+
+/* "locks" then "VADDR_HEX CODE" lines: the lock primitives' entries. */
+static void set_primitives(FILE *f)
+{
+	char line[256];
+	uint64_t vaddr;
+	struct block *b;
+	unsigned int i;
+	int code;
+
+	pthread_mutex_lock(&table_lock);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%" SCNx64 " %d", &vaddr, &code) == 2 &&
+		    nprimitives < PRIMITIVES) {
+			primitives[nprimitives].vaddr = vaddr;
+			primitives[nprimitives++].code = code;
+		}
+	for (i = 0; i < BUCKETS; i++)
+		for (b = table[i]; b; b = b->next)
+			b->code = primitive_code(b->vaddr);
+	pthread_mutex_unlock(&table_lock);
 }
 
 static void *watch(void *arg)
@@ -141,9 +557,12 @@ static void *watch(void *arg)
 			fclose(f);
 			continue;
 		}
-		fclose(f);
 		out[strcspn(out, "\n")] = '\0';
-		snapshot(out);
+		if (!strcmp(out, "locks"))
+			set_primitives(f);
+		fclose(f);
+		if (strcmp(out, "locks"))
+			snapshot(out);
 		unlink(trigger);
 	}
 	return NULL;
@@ -158,6 +577,10 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
 	for (i = 0; i < argc; i++)
 		if (!strncmp(argv[i], "trigger=", 8))
 			trigger = argv[i] + 8;
+		else if (!strcmp(argv[i], "locks=on"))
+			locks = true;
+	if (locks)
+		qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
 	qemu_plugin_register_vcpu_tb_trans_cb(id, block_translated);
 	if (pthread_create(&thread, NULL, watch, NULL))
 		return -1;

@@ -18,6 +18,16 @@ schedulers in the same boot, function by function.
 
 The guest's kernel symbols are fetched once per kernel (about 1 MB over the
 serial agent, gzip and base64) and kept in .cache/tbprof/.
+
+With --locks the plugin also follows the guest's spinlocks and atomic
+instructions (see tbprof-plugin.c): per scheduler, each lock primitive's
+call site, the lock, the request path its function belongs to, whether
+interrupts were off, acquisitions and instructions held per I/O; and a
+model of the IOPS ceiling that the busiest cache line shared by all
+submitting CPUs (the elevator's lock and the elevator's atomics on a few
+lines) allows at N CPUs: 1 / (transfers x cache-line transfer + held
+instructions / (IPC x GHz)), per I/O.  One vCPU: nothing contends, so the
+counts are exact; the model turns them into a bound.
 """
 from __future__ import annotations
 
@@ -26,12 +36,13 @@ import base64
 import bisect
 import gzip
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,16 +55,83 @@ Block = tuple[int, int]
 
 
 def parse_counts(text: str) -> dict[Block, int]:
-    """The plugin's snapshot: "VADDR_HEX INSNS COUNT" lines."""
-    out: dict[Block, int] = {}
+    """The plugin's snapshot: "VADDR_HEX INSNS COUNT" lines (and, with
+    locks=on, the lock and atomic lines parse_snapshot() reads)."""
+    return parse_snapshot(text).blocks
+
+
+#: (call site, lock, primitive's entry) -> (acquisitions, instructions
+#: held, acquisitions with interrupts off)
+HoldKey = tuple[int, int, int]
+
+
+@dataclass
+class Atomic:
+    """An atomic instruction: how often it ran, the cache lines it touched
+    (the first four, with their accesses) and the accesses to other lines."""
+    execs: int
+    other: int = 0
+    lines: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Snapshot:
+    """All a snapshot holds: block executions and, with locks=on, each
+    (site, lock, primitive)'s totals, the atomic instructions, releases of
+    no lock held and records dropped."""
+    blocks: dict[Block, int] = field(default_factory=dict)
+    holds: dict[HoldKey, tuple[int, int, int]] = field(default_factory=dict)
+    atomics: dict[int, Atomic] = field(default_factory=dict)
+    unmatched: int = 0
+    dropped: int = 0
+
+
+def parse_snapshot(text: str) -> Snapshot:
+    """The plugin's snapshot (tbprof-plugin.c says what each line holds)."""
+    out = Snapshot()
     for line in text.splitlines():
         f = line.split()
         if not f:
             continue
-        if len(f) != 3:
-            raise ValueError(f"not a snapshot line: {line!r}")
-        out[(int(f[0], 16), int(f[1]))] = int(f[2])
+        try:
+            if f[0] == "lock" and len(f) == 7:
+                site, lock, fn = (int(x, 16) for x in f[1:4])
+                out.holds[(site, lock, fn)] = (int(f[4]), int(f[5]), int(f[6]))
+            elif f[0] == "atomic" and len(f) >= 4:
+                lines = {}
+                for item in f[4:]:
+                    addr, _, hits = item.partition(":")
+                    lines[int(addr, 16)] = int(hits)
+                out.atomics[int(f[1], 16)] = Atomic(int(f[2]), int(f[3]), lines)
+            elif f[0] == "unmatched" and len(f) == 3:
+                out.unmatched, out.dropped = int(f[1]), int(f[2])
+            elif len(f) == 3:
+                out.blocks[(int(f[0], 16), int(f[1]))] = int(f[2])
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"not a snapshot line: {line!r}") from None
     return out
+
+
+def diff_snapshot(after: Snapshot, before: Snapshot) -> Snapshot:
+    """What ran between two snapshots."""
+    holds = {}
+    for k, (a, h, i) in after.holds.items():
+        a0, h0, i0 = before.holds.get(k, (0, 0, 0))
+        if a < a0:
+            raise ValueError(f"lock record {k[0]:#x} counts less in the later snapshot")
+        if a - a0:
+            holds[k] = (a - a0, h - h0, i - i0)
+    atomics = {}
+    for addr, at in after.atomics.items():
+        old = before.atomics.get(addr, Atomic(0))
+        if at.execs - old.execs > 0:
+            lines = {ln: n - old.lines.get(ln, 0) for ln, n in at.lines.items()
+                     if n - old.lines.get(ln, 0) > 0}
+            atomics[addr] = Atomic(at.execs - old.execs, at.other - old.other, lines)
+    return Snapshot(diff_counts(after.blocks, before.blocks), holds, atomics,
+                    after.unmatched - before.unmatched, after.dropped - before.dropped)
 
 
 def diff_counts(after: dict[Block, int], before: dict[Block, int]) -> dict[Block, int]:
@@ -97,6 +175,13 @@ class Symbols:
         """The address of the symbol at or below @addr (None: "user")."""
         i = bisect.bisect_right(self.addrs, addr) - 1
         return self.addrs[i] if i >= 0 else None
+
+    def address(self, name: str) -> int | None:
+        """The (first) address of the symbol @name."""
+        try:
+            return self.addrs[self.names.index(name)]
+        except ValueError:
+            return None
 
 
 def per_symbol(delta: dict[Block, int], syms: Symbols) -> Counter[str]:
@@ -155,6 +240,343 @@ def render(results: dict[str, tuple[int, Counter[str]]], top: int) -> str:
     return "\n".join(lines)
 
 
+# --locks ------------------------------------------------------------------
+
+#: The kernel's lock primitives (kernel/locking/spinlock.c; 6.1 and 6.12
+#: call every one out of line, spin_unlock too: CONFIG_UNINLINE_SPIN_UNLOCK):
+#: name -> (what it does, whether it turns interrupts off for the hold).
+PRIMITIVES: dict[str, tuple[str, bool]] = {}
+for _kind in ("spin", "read", "write"):
+    PRIMITIVES.update({
+        f"_raw_{_kind}_lock": ("lock", False), f"_raw_{_kind}_lock_bh": ("lock", False),
+        f"_raw_{_kind}_lock_irq": ("lock", True), f"_raw_{_kind}_lock_irqsave": ("lock", True),
+        f"_raw_{_kind}_trylock": ("trylock", False),
+        f"_raw_{_kind}_unlock": ("unlock", False), f"_raw_{_kind}_unlock_bh": ("unlock", False),
+        f"_raw_{_kind}_unlock_irq": ("unlock", False),
+        f"_raw_{_kind}_unlock_irqrestore": ("unlock", False)})
+PRIMITIVES["_raw_spin_trylock_bh"] = ("trylock", False)
+_CODES = {"lock": 1, "trylock": 2, "unlock": 3}
+
+
+def primitives_command(syms: Symbols) -> str:
+    """The plugin's "locks" trigger: each primitive's entry and code."""
+    lines = ["locks"]
+    for name, (op, _) in PRIMITIVES.items():
+        addr = syms.address(name)
+        if addr is not None:
+            lines.append(f"{addr:x} {_CODES[op]}")
+    if len(lines) == 1:
+        raise ValueError("none of the lock primitives is in the guest's kallsyms")
+    return "\n".join(lines) + "\n"
+
+
+#: Which part of a request's life a function belongs to, by the words of
+#: its name (the first that matches; its module and leading underscores
+#: left out).  Named exceptions first.
+PATH_NAMES: dict[str, str] = {
+    "blk_mq_dispatch_plug_list": "insert", "blk_mq_flush_plug_list": "insert",
+    "blk_mq_sched_bio_merge": "insert", "blk_mq_sched_try_insert_merge": "insert",
+}
+PATH_WORDS: list[tuple[str, tuple[str, ...]]] = [
+    ("completion", ("finish", "complet", "end_request", "free_request", "requeue",
+                    "softirq", "_done", "end_io", "put_request")),
+    ("insert", ("insert", "merge", "prepare", "limit_depth", "submit", "plug",
+                "get_tag", "alloc_request", "bio")),
+    ("dispatch", ("dispatch", "has_work", "run_hw_queue", "run_work", "queue_rq",
+                  "issue", "commit_rqs", "start_request")),
+]
+
+
+def base_name(func: str) -> tuple[str, str | None]:
+    """A function's name without its module, and its module (None: vmlinux)."""
+    m = re.fullmatch(r"(.*)\[(\w+)\]", func)
+    return (m.group(1), m.group(2)) if m else (func, None)
+
+
+def path_of(func: str) -> str:
+    """insert, dispatch, completion or other (PATH_NAMES, PATH_WORDS)."""
+    name = base_name(func)[0].lstrip("_").lower()
+    if name in PATH_NAMES:
+        return PATH_NAMES[name]
+    for path, words in PATH_WORDS:
+        if any(w in name for w in words):
+            return path
+    return "other"
+
+
+#: The upstream elevators' modules (6.12; mq-deadline is built in on 6.1)
+#: and the prefix of their functions' names.
+UPSTREAM_ELEVATORS: dict[str, tuple[str, str]] = {
+    "mq-deadline": ("mq_deadline", "dd_"), "bfq": ("bfq", "bfq_"),
+    "kyber": ("kyber_iosched", "kyber_")}
+#: Locks and atomics of an elevator's that are not one per queue, by the
+#: functions that take them (from the 6.12 sources): the io_context's lock
+#: (one per task; BFQ takes it to find its bfq_io_cq), kyber's kcq->lock
+#: (one per hardware queue and CPU) and khd->lock (one per hardware
+#: queue), kyber's latency histograms (per CPU) and kcq bitmap (per
+#: hardware queue); the io_context reference that FlashFQ's and CARS's
+#: prepare_request take (elevator/iosched-icq.h: one per task).
+SCOPE_EXCEPTIONS: list[tuple[str, str]] = [
+    (r"ioc_|bfq_bic_lookup", "task"),
+    (r"kyber_(insert_requests|bio_merge)|flush_busy_kcq", "cpu"),
+    (r"kyber_", "hctx")]
+ATOMIC_SCOPE_EXCEPTIONS: list[tuple[str, str]] = [
+    (r"(ffq|cars)_prepare_request", "task"),
+    (r"kyber_(completed_request|timer_fn)", "cpu"),
+    (r"kyber_", "hctx")]
+
+
+def elevator_of(func: str, sched: str, module: str | None) -> bool:
+    """Whether @func is @sched's own code: in its module (@module,
+    kallsyms' spelling), or built in with its prefix."""
+    name, mod = base_name(func)
+    if sched in UPSTREAM_ELEVATORS:
+        umod, prefix = UPSTREAM_ELEVATORS[sched]
+        return mod == umod or (mod is None and name.startswith(prefix))
+    return module is not None and mod == module.replace("-", "_")
+
+
+def scope_of(sites: Iterable[str], sched: str, module: str | None,
+             exceptions: Sequence[tuple[str, str]] = SCOPE_EXCEPTIONS) -> str:
+    """A lock's (or an atomic's) scope from the functions that take it:
+    "queue" (the elevator's, one per queue: every submitting CPU shares
+    it), "task", "cpu" or "hctx" (@exceptions), or "core" (the block
+    layer's or another part of the kernel's: not judged here)."""
+    sites = list(sites)
+    if not any(elevator_of(f, sched, module) for f in sites):
+        return "core"
+    for pattern, scope in exceptions:
+        if any(re.match(pattern, base_name(f)[0]) for f in sites):
+            return scope
+    return "queue"
+
+
+@dataclass(frozen=True)
+class Site:
+    """One call site of a lock primitive on one lock, per I/O."""
+    func: str
+    primitive: str
+    lock: int
+    scope: str
+    path: str
+    acquisitions: float
+    held: float              # instructions, per I/O
+    irqoff: float            # share of the acquisitions with interrupts off
+
+    @property
+    def held_each(self) -> float:
+        return self.held / self.acquisitions if self.acquisitions else 0.0
+
+
+def lock_sites(delta: Snapshot, syms: Symbols, ios: int, sched: str,
+               module: str | None) -> list[Site]:
+    """Every (calling function, primitive, lock) that ran, per I/O, the
+    most acquired first."""
+    ios = max(ios, 1)
+    agg: dict[tuple[str, str, int], list[int]] = {}
+    for (site, lock, fn), (acq, held, irqoff) in delta.holds.items():
+        prim = syms.name(fn)
+        if PRIMITIVES.get(prim, ("", False))[1]:
+            irqoff = acq
+        a = agg.setdefault((syms.name(site), prim, lock), [0, 0, 0])
+        a[0] += acq
+        a[1] += held
+        a[2] += irqoff
+    by_lock: dict[int, set[str]] = {}
+    for func, _, lock in agg:
+        by_lock.setdefault(lock, set()).add(func)
+    scopes = {lock: scope_of(funcs, sched, module) for lock, funcs in by_lock.items()}
+    out = [Site(func, prim, lock, scopes[lock], path_of(func), acq / ios, held / ios,
+                irqoff / acq if acq else 0.0)
+           for (func, prim, lock), (acq, held, irqoff) in agg.items()]
+    return sorted(out, key=lambda s: (-s.acquisitions, s.func, s.lock))
+
+
+@dataclass(frozen=True)
+class AtomicSite:
+    """An atomic instruction's function, executions per I/O, and the
+    cache lines it touched (all its accesses on them; None: more lines
+    than the plugin keeps, e.g. one per request)."""
+    func: str
+    addr: int
+    execs: float
+    lines: dict[int, float] | None
+
+
+def atomic_sites(delta: Snapshot, syms: Symbols, ios: int) -> list[AtomicSite]:
+    """The atomic instructions that ran, but those of the lock primitives
+    themselves (counted as acquisitions), most executed first; each line's
+    executions per I/O in proportion to its accesses."""
+    ios = max(ios, 1)
+    out = []
+    for addr, at in delta.atomics.items():
+        func = syms.name(addr)
+        if func in PRIMITIVES or func.startswith(("queued_spin_lock", "native_queued_spin",
+                                                  "__pv_queued_spin", "pv_queued_spin")):
+            continue
+        total = sum(at.lines.values())
+        lines = None if at.other or not total else {
+            ln: at.execs * n / total / ios for ln, n in at.lines.items()}
+        out.append(AtomicSite(func, addr, at.execs / ios, lines))
+    return sorted(out, key=lambda a: (-a.execs, a.func, a.addr))
+
+
+@dataclass(frozen=True)
+class Model:
+    """The ceiling model's assumptions: instructions become time at @ipc
+    instructions a cycle at @ghz; the next acquirer of a line is any of
+    the N CPUs alike, the same one (no transfer), one of the @ccx - 1
+    sharing its L3 (@near_ns), or one beyond (@far_ns)."""
+    ghz: float = 4.5
+    ipc: float = 1.0
+    near_ns: float = 17.0
+    far_ns: float = 80.0
+    ccx: int = 8
+
+    def transfer_ns(self, cpus: int) -> float:
+        """The expected cost of moving a line to its next user."""
+        if cpus <= 1:
+            return 0.0
+        near = min(cpus, self.ccx) - 1
+        return (near * self.near_ns + (cpus - 1 - near) * self.far_ns) / cpus
+
+    def ns(self, insns: float) -> float:
+        return insns / (self.ipc * self.ghz)
+
+    def ceiling(self, transfers: float, held: float, cpus: int) -> float:
+        """IOPS that a line taken @transfers times per I/O, and held for
+        @held instructions per I/O, allows at @cpus CPUs (inf: no limit)."""
+        ns = self.ns(held) + transfers * self.transfer_ns(cpus)
+        return 1e9 / ns if ns > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class Line:
+    """A cache line shared by every submitting CPU, per I/O: the locks on
+    it (their acquisitions and instructions held) and the elevator's
+    atomics on it."""
+    addr: int
+    scope: str
+    acquisitions: float
+    held: float
+    atomics: float
+    what: str
+
+    @property
+    def transfers(self) -> float:
+        return self.acquisitions + self.atomics
+
+
+@dataclass
+class _LineSum:
+    scope: str
+    acquisitions: float = 0.0
+    held: float = 0.0
+    atomics: float = 0.0
+    what: set[str] = field(default_factory=set)
+
+
+def shared_lines(sites: Sequence[Site], atomics: Sequence[AtomicSite], sched: str,
+                 module: str | None) -> list[Line]:
+    """The elevator's lines: its locks' (scope queue, or hctx and cpu
+    too) and those that its own atomic instructions touch on at most a few
+    lines (per-queue data: a per-request field would touch many), by
+    scope (queue first), then by instructions held and transfers."""
+    acc: dict[int, _LineSum] = {}
+    for s in sites:
+        if s.scope == "core":
+            continue
+        e = acc.setdefault(s.lock & ~63, _LineSum(s.scope))
+        e.acquisitions += s.acquisitions
+        e.held += s.held
+        e.what.add(base_name(s.func)[0])
+    for a in atomics:
+        scope = scope_of([a.func], sched, module, ATOMIC_SCOPE_EXCEPTIONS)
+        if a.lines is None or scope == "core":
+            continue
+        for ln, n in a.lines.items():
+            e = acc.setdefault(ln & ~63, _LineSum(scope))
+            e.atomics += n
+            e.what.add(base_name(a.func)[0] + " (atomic)")
+    order = {"queue": 0, "hctx": 1, "cpu": 2, "task": 3}
+    out = [Line(addr, e.scope, e.acquisitions, e.held, e.atomics, ", ".join(sorted(e.what)))
+           for addr, e in acc.items()]
+    return sorted(out, key=lambda ln: (order.get(ln.scope, 3), -ln.held, -ln.transfers,
+                                       ln.addr))
+
+
+def render_locks(sched: str, ios: int, sites: Sequence[Site],
+                 atomics: Sequence[AtomicSite], delta: Snapshot, least: float,
+                 module: str | None = None, others: int = 10) -> str:
+    """Per call site and lock: scope, path, interrupts off, acquisitions
+    and instructions held per I/O (those acquired at least @least times
+    per I/O); then the atomic instructions by function: the elevator's
+    and the @others most run of the rest."""
+    shown = [s for s in sites if s.acquisitions >= least]
+    width = max([len(s.func) for s in shown] + [20])
+    lines = [f"{sched}: {ios} I/Os; locks per I/O (acquired >= {least:g} times per I/O; "
+             f"releases of no lock held: {delta.unmatched}, records dropped: {delta.dropped})",
+             f"  {'lock':>8} {'scope':5} {'site'.ljust(width)} {'primitive':28} {'path':10} "
+             f"{'irq-off':>7} {'acq/IO':>7} {'held/acq':>8} {'held/IO':>8}"]
+    for s in shown:
+        lines.append(f"  {s.lock & 0xffffffff:08x} {s.scope:5} {s.func.ljust(width)} "
+                     f"{s.primitive:28} {s.path:10} {s.irqoff:>7.0%} {s.acquisitions:>7.3f} "
+                     f"{s.held_each:>8.1f} {s.held:>8.1f}")
+    lines.append(f"  total{'':>{width + 57}} {sum(s.acquisitions for s in sites):>7.3f} "
+                 f"{'':>8} {sum(s.held for s in sites):>8.1f}")
+    per_func: dict[str, list[float]] = {}
+    for a in atomics:
+        e = per_func.setdefault(a.func, [0.0, 0.0, 0.0])
+        e[0] += a.execs
+        if a.lines is None:
+            e[2] += a.execs
+        else:
+            e[1] = max(e[1], len(a.lines))
+    rows = sorted(((f, *v) for f, v in per_func.items() if v[0] >= least),
+                  key=lambda r: (-r[1], r[0]))
+    mine = [r for r in rows if elevator_of(r[0], sched, module)]
+    rows = mine + [r for r in rows if r not in mine][:others]
+    if rows:
+        title = "atomic instructions per I/O, by function"
+        w = max([len(r[0]) for r in rows] + [len(title)])
+        lines.append(f"  {title.ljust(w)} {'execs/IO':>8} {'on many lines':>13}")
+        lines += [f"  {f.ljust(w)} {n:>8.3f} {many:>13.3f}" for f, n, _, many in rows]
+    return "\n".join(lines)
+
+
+CPUS = (1, 8, 32, 128)
+
+
+def render_ceilings(lines_by_sched: dict[str, list[Line]], model: Model,
+                    cpus: Sequence[int] = CPUS) -> str:
+    """Per scheduler, its costliest shared line (scope queue; else, marked,
+    hctx: shared only by the CPUs of one hardware queue, all of them on a
+    single-queue device) and the IOPS ceiling it allows at each count of
+    CPUs."""
+    head = (f"{'scheduler':12} {'scope':5} {'acq/IO':>7} {'atomic/IO':>9} {'held/IO':>8} "
+            + "".join(f"{f'{n} CPU' + ('s' if n > 1 else ''):>10}" for n in cpus)
+            + "  line")
+    out = [f"IOPS ceiling of the costliest shared cache line: 1 / (transfers x t(N) + "
+           f"held / ({model.ipc:g} IPC x {model.ghz:g} GHz)); t(N) = "
+           + ", ".join(f"{model.transfer_ns(n):.1f} ns at {n}" for n in cpus), head]
+    for sched, all_lines in lines_by_sched.items():
+        lines = [x for x in all_lines if x.scope in ("queue", "hctx")]
+        if not lines:
+            out.append(f"{sched:12} {'-':5} {'':>7} {'':>9} {'':>8} "
+                       + "".join(f"{'no limit':>10}" for _ in cpus)
+                       + "  no line of the elevator's shared across CPUs")
+            continue
+        ln = min(lines, key=lambda x: (x.scope != "queue",
+                                       model.ceiling(x.transfers, x.held, max(cpus))))
+        cells = []
+        for n in cpus:
+            c = model.ceiling(ln.transfers, ln.held, n)
+            cells.append(f"{'no limit' if c == float('inf') else f'{c / 1e6:.2f}M':>10}")
+        out.append(f"{sched:12} {ln.scope:5} {ln.acquisitions:>7.3f} {ln.atomics:>9.3f} "
+                   f"{ln.held:>8.1f} " + "".join(cells) + f"  {ln.what}")
+    return "\n".join(out)
+
+
 def build_plugin() -> Path:
     """scripts/tbprof-plugin.c built into .cache/tbprof/ (again if newer)."""
     out = CACHE / "tbprof-plugin.so"
@@ -197,12 +619,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="also each translated block of FUNC (as the table names it, e.g. "
                         "'k2_dispatch_request[k2_iosched]'): its offset in the function, "
                         "to read beside objdump -d, and how often it ran per I/O")
+    p.add_argument("--no-build", action="store_true",
+                   help="boot with the modules already in .build/KERNEL, not built again")
+    p.add_argument("--locks", action="store_true",
+                   help="also each scheduler's lock acquisitions, instructions held and "
+                        "atomic instructions per I/O, and the IOPS ceiling model")
+    p.add_argument("--least", type=float, default=0.05,
+                   help="--locks: sites and atomics shown from this many per I/O "
+                        "(default 0.05)")
+    p.add_argument("--ghz", type=float, default=Model.ghz,
+                   help=f"model: clock (default {Model.ghz:g})")
+    p.add_argument("--ipc", type=float, default=Model.ipc,
+                   help=f"model: instructions per cycle held (default {Model.ipc:g})")
+    p.add_argument("--near-ns", type=float, default=Model.near_ns,
+                   help=f"model: line transfer within an L3 (default {Model.near_ns:g})")
+    p.add_argument("--far-ns", type=float, default=Model.far_ns,
+                   help=f"model: line transfer beyond it (default {Model.far_ns:g})")
+    p.add_argument("--ccx", type=int, default=Model.ccx,
+                   help=f"model: cores sharing an L3 (default {Model.ccx})")
     a = p.parse_args(argv)
     try:
         tunes = parse_tune(a.tune)
     except ValueError as e:
         p.error(str(e))
     scheds = [s for s in a.schedulers.split(",") if s]
+    model = Model(a.ghz, a.ipc, a.near_ns, a.far_ns, a.ccx)
 
     from bench import modules
     from bench.suites.overhead import NULL_BLK
@@ -212,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     trigger = CACHE / f"trigger-{os.getpid()}"
     snap = CACHE / f"snapshot-{os.getpid()}"
 
-    def snapshot() -> dict[Block, int]:
+    def snapshot() -> Snapshot:
         snap.unlink(missing_ok=True)
         trigger.write_text(f"{snap}\n")
         deadline = time.monotonic() + 120
@@ -220,16 +661,26 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() > deadline:
                 raise RuntimeError("the plugin wrote no snapshot (is it loaded?)")
             time.sleep(0.05)
-        out = parse_counts(snap.read_text())
+        out = parse_snapshot(snap.read_text())
         snap.unlink()
         return out
+
+    def set_primitives(command: str) -> None:
+        trigger.write_text(command)
+        deadline = time.monotonic() + 120
+        while trigger.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the plugin did not take the lock primitives")
+            time.sleep(0.05)
 
     params = " ".join(f"{k}={v}" for k, v in NULL_BLK.items())
     job = (f"fio --name=j --filename=/dev/nullb0 --direct=1 --ioengine=io_uring "
            f"--rw=randread --bs={BS} --iodepth={a.iodepth} --time_based --norandommap "
            f"--randrepeat=0 --output-format=terse --terse-version=3")
-    with booted(a.kernel, smp=1, icount=3,
-                extra_qemu=["-plugin", f"{plugin},trigger={trigger}"]) as target:
+    plugin_args = f"{plugin},trigger={trigger}" + (",locks=on" if a.locks else "")
+    mods_of = modules.elevators()
+    with booted(a.kernel, build=not a.no_build, smp=1, icount=3,
+                extra_qemu=["-plugin", plugin_args]) as target:
         vm = target.vm
         mods = " ".join(f"modprobe {m};" for m in modules.elevators().values())
         r = vm.run(f"modprobe null_blk {params} && {mods} "
@@ -242,7 +693,11 @@ def main(argv: list[str] | None = None) -> int:
                        timeout=1200)
             kallsyms.write_bytes(base64.b64decode(k.out.strip()))
         syms = Symbols.parse([r.out, gzip.decompress(kallsyms.read_bytes()).decode()])
+        if a.locks:
+            set_primitives(primitives_command(syms))
         results: dict[str, tuple[int, Counter[str]]] = {}
+        lock_reports: list[str] = []
+        lines_by_sched: dict[str, list[Line]] = {}
         for s in scheds:
             setup = f"echo {s} > /sys/block/nullb0/queue/scheduler"
             for name, value in tunes.get(s, []):
@@ -255,14 +710,24 @@ def main(argv: list[str] | None = None) -> int:
             after = snapshot()
             kib = int(r.out.strip().split()[-1])
             ios = kib * 1024 // BS
-            delta = diff_counts(after, before)
+            whole = diff_snapshot(after, before)
+            delta = whole.blocks
             results[s] = (ios, per_symbol(delta, syms))
             print(f"{s}: {ios} I/Os", flush=True)
             for func in a.blocks:
                 blocks = blocks_of(delta, syms, func, ios)
                 if blocks:
                     print(render_blocks(func, s, blocks), flush=True)
+            if a.locks:
+                sites = lock_sites(whole, syms, ios, s, mods_of.get(s))
+                atomics = atomic_sites(whole, syms, ios)
+                lock_reports.append(render_locks(s, ios, sites, atomics, whole, a.least,
+                                                 mods_of.get(s)))
+                lines_by_sched[s] = shared_lines(sites, atomics, s, mods_of.get(s))
         print(render(results, a.top))
+        if a.locks:
+            print("\n" + "\n\n".join(lock_reports))
+            print("\n" + render_ceilings(lines_by_sched, model))
     return 0
 
 
