@@ -37,6 +37,11 @@ def verify_mib(g: Guest) -> int:
     return 8 if g.debug_kernel else 32
 
 
+# passes of the verify job in the reset test: both resets must come while
+# fio runs, 1 and 2.5 s after it starts
+RESET_LOOPS = 3
+
+
 def verify(g: Guest) -> str:
     """VERIFY's fio arguments for nvme0n1 on @g."""
     return VERIFY.format(dev=DEV, mib=verify_mib(g))
@@ -194,21 +199,26 @@ try() {{
 @pytest.mark.parametrize("sched", io_params(), scope="module")
 def test_controller_reset_during_io(selected: Guest, sched: Sched) -> None:
     """Two NVMe controller resets during verified writes lose nothing, and
-    afterwards nothing is counted as in flight and I/O still flows."""
+    afterwards nothing is counted as in flight and I/O still flows.  fio
+    makes RESET_LOOPS passes (one pass took 2.5-4 s, so fio had ended
+    before the second reset once), and each reset must find it running."""
     g = selected
     script = f"""
-fio --output-format=json --output=/tmp/fio.json {verify(g)} &
+fio --output-format=json --output=/tmp/fio.json {verify(g)} --loops={RESET_LOOPS} &
 pid=$!
-sleep 1
-echo 1 > /sys/class/nvme/nvme0/reset_controller || exit 3
-sleep 1.5
-kill -0 $pid || exit 4  # fio is still writing: the resets were during I/O
-echo 1 > /sys/class/nvme/nvme0/reset_controller || exit 3
+for pause in 1 1.5; do
+    sleep $pause
+    # fio is still writing: the reset is during I/O
+    if ! kill -0 $pid 2>/dev/null; then
+        wait $pid; echo "fio ended (status $?) before a reset"; cat /tmp/fio.json; exit 4
+    fi
+    echo 1 > /sys/class/nvme/nvme0/reset_controller || exit 3
+done
 wait $pid
 """
     r = g.run(script, timeout=600)
     assert r.rc == 0, r.out
-    _check_verify(g, fio.parse(g.vm.read_file("/tmp/fio.json").decode()))
+    _check_verify(g, fio.parse(g.vm.read_file("/tmp/fio.json").decode()), loops=RESET_LOOPS)
     assert g.scheduler(DEV) == sched.name
     g.sh("sleep 0.5")
     assert g.sh(f"cat /sys/block/{DEV}/inflight").split() == ["0", "0"]
