@@ -113,8 +113,8 @@
  * lock first makes that update (ffq_settle_deferred()), except the insert
  * of the same task's next request, whose own update makes it.  A lone
  * synchronous task (one request at a time, or a batch drained before the
- * next) so never puts its anticipation into the heaps: about 120
- * instructions a request on null_blk (README, FlashFQ's CPU cost).  The
+ * next) so never puts its anticipation into the heaps (flashfq/README.md,
+ * CPU cost).  The
  * unit tests run their random workload both ways and get the same
  * dispatches, tags and virtual time.
  */
@@ -336,9 +336,8 @@ static inline void ffq_arm_timer(struct ffq_data *fd)
 /*
  * The facts of @tq changed: give the core its queue heads, let it re-order
  * the task, keep the active list and the timer in step.  Inlined where it
- * runs for every request (insert, completion: 30 instructions a request
- * of call and reloads, 0.3 % of the IOPS on null_blk), called elsewhere
- * (ffq_refresh()).
+ * runs for every request (insert, completion: the call and its reloads
+ * would be paid per request), called elsewhere (ffq_refresh()).
  */
 static __always_inline void __ffq_refresh(struct ffq_data *fd,
 					  struct ffq_tq *tq)
@@ -503,9 +502,8 @@ static inline struct ffq_slot *ffq_release_slot(struct ffq_data *fd,
 
 /*
  * Take @rq off its task's queue, tree and the merge hash.  Inlined in
- * dispatch, which runs it for every request (about 20 instructions a
- * request of call, saved registers and reloads), called elsewhere
- * (ffq_remove_request()).
+ * dispatch, which runs it for every request (saving the call, its saved
+ * registers and reloads), called elsewhere (ffq_remove_request()).
  */
 static __always_inline void __ffq_remove_request(struct ffq_data *fd,
 						 struct ffq_tq *tq,

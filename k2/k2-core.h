@@ -278,14 +278,9 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * than any one of them) grows by m * ln(1000 / n) from the largest of n
  * samples to the 99.9th percentile.  Half of it, because where the noise is
  * bounded, as in the simulated plants below, the tail ends at the largest
- * sample, and the whole extrapolation held the bound at half the best (10.2
- * where 22 met the target).  Measured on an exponential tail
- * (sim_latency_tail() in tests/unit/k2_test.c): runs of 16 windows after 4,
- * the k2 suite's 24 s run on ssdsim, ended with a 99.9th percentile above
- * 1.2 of the target in 2 of 200 (20 of 200 on the largest alone), settled
- * at a mean bound of 10.0 against a best of 11 (12.1 on the largest alone,
- * above the best); where a doubling buys a fifth, 17.6 against 22
- * (23.0).  Then:
+ * sample, and the whole extrapolation holds the bound far under the best
+ * one.  tests/unit/k2_test.c (sim_latency_tail()) holds the estimate to
+ * an exponential tail; k2/README.md has its figures.  Then:
  *  - above the target: the bound falls in proportion to the overshoot
  *    (bound * target / estimate, as if latency grew linearly with the
  *    requests in the device), by at least one and at most to half, and
@@ -365,9 +360,7 @@ static inline void k2_stall_disarm(struct k2_stall *s)
  * a 37.5 ms target that bound 1 meets) most windows hold none of them:
  * the estimate is then about the 99th percentile, the bound below rose
  * to the one that missed on the next such window, and spent most of the
- * time there.  (Without the memory, adaptive K2 missed that target by
- * 27 % in the second half of the k2 suite's changing-load run, rising
- * from 1 to 2 after every fall.)  The memory is kept until the bound
+ * time there, missing the target.  The memory is kept until the bound
  * meets the target for as many windows as it was last held back, so that
  * a probe that meets by luck for a window or two does not reset the
  * back-off.  While it is held back, a raise to it is still let through
