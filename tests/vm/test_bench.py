@@ -104,47 +104,15 @@ def test_adaptive_k2_meets_a_target_with_more_bandwidth_than_the_selected_bound(
     of the target, fio's is below none's, and its total bandwidth is above
     the pick's.
 
-    The target was first the middle of its gap, and the gap the one around
-    the geometric mean of bound 1's and none's p99.9: between bounds 16 and
-    32, where the device gains only 14 %, and the controller settles where
-    K2's own estimate is 3/4 to 1 of the target: in CI, with the guest's
-    CPU time in every latency, it settled at about 16 and delivered 1.4 %
-    less than the pick.  Later it failed in CI's busy host (this tier runs
-    beside the static, unit and debug tiers): 5882 against bound 8's 6177
-    KiB/s.  With two busy loops beside the guest it failed again (7429
-    against bound 16's 7664), and the k2_adjust trace showed why: the
-    controller's first gain check, of every step, took raises from 15 to
-    16 for noise and held the bound at 15; the check now judges a
-    doubling (k2-core.h, k2_adapt_gain()).  It failed once more in CI on
-    6.1 (7732 against bound 16's 8099 KiB/s), and a trace with busy loops
-    showed the climb itself too slow: by one a window above half the
-    target, 12 windows to bound 16, still at 22 when the run ended; the
-    rise is now proportional to the room below the target
-    (k2_adapt_decide()).  Then in CI on 6.12 the sweep had no two
-    neighbouring bounds 1.5x apart in p99.9 (14.5 to 27.9 ms for bounds 1
-    to 8) and the test stopped before its target: gap_for_target() then
-    takes the gap with the largest ratio (adaptive_target.py, checked in
-    tests/python).  Then in CI on 6.1 bench select picked bound 32, whose
-    sweep p99.9 had come out under the target set from a smaller bound's:
-    the target is now below every measured p99.9 from the gap's upper
-    bound up (tail_ceiling()).  Then in CI on 6.1 it delivered 6086
-    against bound 8's 6213 KiB/s for a 26.0 ms target between bounds 8 and
-    16, and three repetitions beside a busy loop (4.4-5.9 against 5.2-5.8
-    MiB/s) showed why in the k2_adjust trace: where a fixed part dominates
-    the climb was one a window, 16 windows from 1 to 14, and each stall of
-    the host (no completion for 100 ms, every 4-7 s) halved the bound; the
-    controller now rises along the measured slope (k2_adapt_slope()) and
-    cuts one on a lone slow request (k2_adapt_lone()): 5.8-6.7 against
-    5.1-5.5 MiB/s.  Then here on 6.1 a sweep with no gap clear of the
-    floor put the target between 16 and 32, where 32 delivered less than
-    16: select picked 16, the device's peak, which nothing adaptive could
-    beat (6.20 against 6.82 MiB/s, at 0.72 of the target); a gap takes part
-    only where its upper bound gains bandwidth (adaptive_target.py).  Then
-    in CI on 6.1 and 7.3 beside the debug tier's VM the sweep measured the
-    host, not the device: bound 1's RT p99.9 109.6 ms, 2's 52.7, 4's 83.4,
-    8's 23.7, and no target lay between bound 1's and none's.  The test now
-    runs in a VM of its own whose clock counts instructions (icount_guest):
-    the host's stalls are not in the guest's time at all."""
+    How the gap and the target are chosen (the gap with the largest
+    ratio, only where its upper bound gains bandwidth; the target below
+    every measured p99.9 from the gap's upper bound up) is in
+    adaptive_target.py, checked in tests/python; how the controller climbs
+    and cuts is in k2-core.h (k2_adapt_decide(), k2_adapt_slope(),
+    k2_adapt_lone()).  The test runs in a VM of its own whose clock counts
+    instructions (icount_guest): a busy host's stalls are not in the
+    guest's time, so the sweep measures the device.  git log of this file
+    has the failures that shaped it."""
     from bench.results import load
     from bench.suites.k2 import collect, collect_adaptive, points, select
 
