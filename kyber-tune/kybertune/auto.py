@@ -358,10 +358,12 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
         select: bool = False, out: TextIO | None = None,
         source: Callable[[Target, str, Callable[[str, Callable[[], None]], None]], Source]
         | None = None, sleep: Callable[[float], None] | None = None,
-        log: Path | None = None, clock: Callable[[], float] | None = None) -> AutoResult:
+        log: Path | None = None, clock: Callable[[], float] | None = None,
+        memory: int = MEMORY) -> AutoResult:
     """Tune /dev/@device until @duration seconds have passed (0: until
     Ctrl-C or SIGTERM); the targets and the scheduler are put back at the
-    end, also after an error.  Each period's row goes to @out and to the
+    end, also after an error.  @memory: the controller's memory in periods
+    (module docstring).  Each period's row goes to @out and to the
     CSV @log as it happens.  Periods and @duration are of the target's
     clock (@sleep and @clock, by default the target's: a VM's own, which
     with --icount counts instructions)."""
@@ -395,7 +397,7 @@ def run(target: Target, device: str, objective_us: float, period: float = 1.0,
                              f"write_lat_nsec={saved.tunables.get('write_lat_nsec')}",
                              lambda: _restore(target, saved))
             w0 = int(devmod.read_attr(target, dev, "write_lat_nsec"))
-            ctl = Controller(w0, w_min, w_max)
+            ctl = Controller(w0, w_min, w_max, memory=memory)
             devmod.set_tunable(target, dev, "read_lat_nsec", obj_ns)
             devmod.set_tunable(target, dev, "write_lat_nsec", ctl.w_ns)
             src = (source or KyberEvents)(target, dev, cleanups.add)
