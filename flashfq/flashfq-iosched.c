@@ -46,18 +46,26 @@
  *
  * Tasks and their lifetime
  * ------------------------
- * A task's state is in its io_cq (icq_size), found (without the queue
- * lock: iosched_icq_find_get()) or created in prepare_request, which
- * takes a reference on the io_context that finish_request drops;
- * bio_merge looks it up the same way.  Both wait, before touching tq,
- * for init_icq to have set ready (iosched_icq_wait_ready(): another task
- * of the context can find an io_cq init_icq has not set up yet).
- * Requests without one (allocation failure) share fd->anon.  The
- * io_context, and so the io_cq, lives while any of its requests does.
- * exit_icq (the last task using the context exited, or the elevator is
- * being switched) ends any anticipation; the task stays in the heaps while
- * requests of it are outstanding and leaves them when the last one is
- * freed, before the reference is dropped.
+ * A task's state (struct ffq_tq) is allocated by init_icq and named by its
+ * io_cq (struct ffq_icq); prepare_request finds it through the io_cq,
+ * looked up without the queue lock (iosched_icq_lookup()), or created
+ * through ioc_find_get_icq(); bio_merge looks it up the same way.  Both
+ * wait, before reading the task, for init_icq to have set ready
+ * (iosched_icq_wait_ready(): another task of the context can find an io_cq
+ * init_icq has not set up yet).  Requests without one (no io_context, or
+ * an allocation failed) share fd->anon.  A task is reference counted
+ * (@ref): its io_cq holds one reference until exit_icq (the last task
+ * using the context exited, the context is freed, or the elevator is
+ * being switched), and every request one from prepare_request until
+ * finish_request, so a task lives while any of its requests does, and
+ * outlives its io_cq if they do (the requests hold no io_context
+ * reference).  exit_icq ends any anticipation and clears the io_cq's
+ * pointer: no request is prepared for the context after it, since it runs
+ * when no task uses the context any more, when the context has no
+ * reference left, or with the queue frozen (block/blk-ioc.c).  The task
+ * stays in the heaps while requests of it are outstanding and leaves them
+ * when the last one completes; an anticipated task has not exited, so its
+ * io_cq's reference keeps it.
  *
  * In-flight accounting
  * --------------------
@@ -122,6 +130,7 @@
 #include <linux/module.h>
 #include <linux/init.h>
 #include <linux/slab.h>
+#include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/list.h>
 #include <linux/rbtree.h>
@@ -160,7 +169,10 @@ struct ffq_slot {
 	u64 dispatch_ns;	/* for flashfq_complete, 0 when not traced */
 };
 
-/* A task's queues: all under fd->lock except @pid. */
+/*
+ * A task's queues: all under fd->lock but @pid and @ref ("Tasks and their
+ * lifetime" above).
+ */
 struct ffq_tq {
 	struct ffq_task task;		/* flashfq-core.h state and facts */
 	struct list_head fifo;		/* queued requests, in tag order */
@@ -168,6 +180,7 @@ struct ffq_tq {
 	struct list_head inflight;	/* its slots, in dispatch order */
 	struct list_head active_node;	/* on fd->active while active */
 	pid_t pid;			/* constant: the context's creator */
+	refcount_t ref;			/* the io_cq's and its requests' */
 	u64 inserted;			/* requests tagged */
 	u64 dispatched;
 	u64 completed;
@@ -176,8 +189,14 @@ struct ffq_tq {
 
 struct ffq_icq {
 	struct io_cq icq;		/* first: the core's part */
-	struct ffq_tq tq;
-	bool ready;			/* tq set up: iosched_icq_wait_ready() */
+	/*
+	 * The task, NULL if its allocation failed or its exit came (its
+	 * requests then go to fd->anon): set by init_icq before @ready,
+	 * cleared by exit_icq, which no prepare_request or bio_merge for
+	 * the io_cq can run beside ("Tasks and their lifetime").
+	 */
+	struct ffq_tq *tq;
+	bool ready;			/* tq set: iosched_icq_wait_ready() */
 };
 
 /* Counters kept under fd->lock; debugfs "counters". */
@@ -219,7 +238,7 @@ struct ffq_data {
 					 */
 	unsigned int nr_bypass;		/* requests on @bypass */
 	unsigned long flags;		/* FFQ_HELD */
-	struct io_cq *bio_icq;		/* bio_merge: the bio's context */
+	struct ffq_tq *bio_tq;		/* bio_merge: the bio's task */
 	struct hrtimer timer;		/* earliest anticipation deadline */
 	u64 timer_at;			/* when it is armed for, 0: not */
 	struct ffq_stats stats;
@@ -237,18 +256,23 @@ struct ffq_data {
 
 /*
  * Per-request state, only for prepared requests (compat_rq_elv_finish()):
- * rq->elv.priv[0] the start tag, priv[1] the flashfq-core.h word (charge,
- * slot + 1, FFQ_RQ_* flags), both zeroed by prepare_request; rq->elv.icq
- * the task.  Touched by whoever owns the request, under fd->lock.
+ * rq->elv.priv[0] the task (holding a reference to it, never NULL),
+ * priv[1] the flashfq-core.h word (charge, slot + 1, FFQ_RQ_* flags),
+ * zeroed by prepare_request; rq->fifo_time the start tag while the
+ * request is queued (the elevator's field, as in mq-deadline: on 6.1 it
+ * shares a union with the csd of a completion's IPI, used only once the
+ * request is in the driver), its slot's @start from dispatch on.
+ * rq->elv.icq is not used: the request needs its task, not the io_cq.
+ * Touched by whoever owns the request, under fd->lock.
  */
 static inline u64 ffq_rq_start(struct request *rq)
 {
-	return (u64)(unsigned long)rq->elv.priv[0];
+	return rq->fifo_time;
 }
 
 static inline void ffq_rq_set_start(struct request *rq, u64 start)
 {
-	rq->elv.priv[0] = (void *)(unsigned long)start;
+	rq->fifo_time = start;
 }
 
 static inline u64 ffq_rq_get(struct request *rq)
@@ -265,11 +289,9 @@ static inline void ffq_rq_put(struct request *rq, u32 charge,
 
 static_assert(BITS_PER_LONG == 64, "FlashFQ keeps 64-bit tags in rq->elv.priv");
 
-static struct ffq_tq *ffq_rq_tq(struct ffq_data *fd, struct request *rq)
+static inline struct ffq_tq *ffq_rq_tq(struct request *rq)
 {
-	if (!rq->elv.icq)
-		return &fd->anon;
-	return &container_of(rq->elv.icq, struct ffq_icq, icq)->tq;
+	return rq->elv.priv[0];
 }
 
 static const char *ffq_disk_name(struct ffq_data *fd)
@@ -277,6 +299,7 @@ static const char *ffq_disk_name(struct ffq_data *fd)
 	return fd->q->disk ? fd->q->disk->disk_name : "?";
 }
 
+/* A new task, holding the reference of its io_cq (or of fd->anon). */
 static void ffq_tq_init(struct ffq_tq *tq, pid_t pid)
 {
 	ffq_task_init(&tq->task);
@@ -286,10 +309,29 @@ static void ffq_tq_init(struct ffq_tq *tq, pid_t pid)
 	INIT_LIST_HEAD(&tq->inflight);
 	INIT_LIST_HEAD(&tq->active_node);
 	tq->pid = pid;
+	refcount_set(&tq->ref, 1);
 	tq->inserted = 0;
 	tq->dispatched = 0;
 	tq->completed = 0;
 	tq->service = 0;
+}
+
+/*
+ * Drop a reference to @tq; the last frees it.  Whatever the context: the
+ * last reference goes only once the task is in no heap, list, slot or
+ * record (its io_cq's went after its exit, its requests' after their
+ * completion), so nothing else can reach it.  fd->anon's own reference
+ * is never dropped.
+ */
+static void ffq_tq_put(struct ffq_tq *tq)
+{
+	if (!refcount_dec_and_test(&tq->ref))
+		return;
+	WARN_ONCE(ffq_task_active(&tq->task) || tq->task.heaps ||
+		  !list_empty(&tq->active_node) || !list_empty(&tq->fifo) ||
+		  !list_empty(&tq->inflight),
+		  "flashfq: task %d freed while active\n", tq->pid);
+	kfree(tq);
 }
 
 /* The tunables in the core's units. */
@@ -571,10 +613,17 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 		return;
 	}
 
-	tq = ffq_rq_tq(fd, rq);
+	tq = ffq_rq_tq(rq);
 	ffq_settle_deferred(fd, tq);
-	if (ffq_rq_slot(ffq_rq_get(rq)) && ffq_release_slot(fd, rq))
-		fd->stats.reinsert++;
+	if (ffq_rq_slot(ffq_rq_get(rq))) {
+		struct ffq_slot *slot = ffq_release_slot(fd, rq);
+
+		/* rq->fifo_time may have served a completion IPI since */
+		if (slot) {
+			ffq_rq_set_start(rq, slot->start);
+			fd->stats.reinsert++;
+		}
+	}
 	flags = ffq_rq_flags(ffq_rq_get(rq));
 
 	if (flags & FFQ_RQ_TAGGED) {
@@ -799,15 +848,49 @@ static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 	return iosched_batch_has_work(fd->batch, READ_ONCE(fd->queued));
 }
 
-/* Called when a request is allocated, before any other callback. */
+/*
+ * The task of the current context's io_cq @icq on fd->q (NULL: none), on
+ * the issue path, or fd->anon if it has none.  No reference is taken: the
+ * io_cq's keeps the task while the current task can issue through it.
+ */
+static struct ffq_tq *ffq_icq_tq(struct ffq_data *fd, struct io_cq *icq)
+{
+	struct ffq_icq *fi;
+	struct ffq_tq *tq;
+
+	if (!icq)
+		return &fd->anon;
+	fi = container_of(icq, struct ffq_icq, icq);
+	iosched_icq_wait_ready(fd->q, &fi->ready);
+	tq = READ_ONCE(fi->tq);
+	return tq ? tq : &fd->anon;
+}
+
+/*
+ * Called when a request is allocated, before any other callback: the
+ * request takes a reference to its task, which finish_request drops (or
+ * hands on to its completion).  The io_cq is looked up without the queue
+ * lock; only a context's first request on the device creates it, through
+ * ioc_find_get_icq(), whose io_context reference is not needed.
+ */
 static void ffq_prepare_request(struct request *rq)
 {
-	struct io_cq *icq = iosched_icq_find_get(rq->q);
+	struct request_queue *q = rq->q;
+	struct ffq_data *fd = q->elevator->elevator_data;
+	struct io_cq *icq = iosched_icq_lookup(q);
+	struct io_cq *made = NULL;
+	struct ffq_tq *tq;
 
-	if (icq)
-		iosched_icq_wait_ready(rq->q, &container_of(icq, struct ffq_icq, icq)->ready);
-	rq->elv.icq = icq;
-	rq->elv.priv[0] = NULL;
+	if (unlikely(!icq)) {
+		made = ioc_find_get_icq(q);
+		icq = made;
+	}
+	tq = ffq_icq_tq(fd, icq);
+	refcount_inc(&tq->ref);
+	/* not the last: the current task holds one */
+	if (made)
+		put_io_context(made->ioc);
+	rq->elv.priv[0] = tq;
 	rq->elv.priv[1] = NULL;
 }
 
@@ -821,14 +904,13 @@ static void ffq_finish_request(struct request *rq)
 	struct ffq_data *fd = rq->q->elevator->elevator_data;
 	u64 word = ffq_rq_get(rq);
 	unsigned int flags = ffq_rq_flags(word);
+	struct ffq_tq *tq = ffq_rq_tq(rq);
 	struct ffq_slot *slot;
-	struct ffq_tq *tq;
 	unsigned long irqflags;
 	bool held;
 	u64 now;
 
 	if (flags & FFQ_RQ_OWNED) {
-		tq = ffq_rq_tq(fd, rq);
 		spin_lock_irqsave(&fd->lock, irqflags);
 		ffq_settle_deferred(fd, tq);
 		WARN_ONCE(flags & FFQ_RQ_QUEUED,
@@ -871,10 +953,8 @@ static void ffq_finish_request(struct request *rq)
 	}
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
-	if (rq->elv.icq) {
-		put_io_context(rq->elv.icq->ioc);
-		rq->elv.icq = NULL;
-	}
+	if (tq)
+		ffq_tq_put(tq);
 }
 
 /* Called by blk_mq_requeue_request() for a request the driver gave back. */
@@ -888,7 +968,7 @@ static void ffq_requeue_request(struct request *rq)
 
 	if (!(ffq_rq_flags(ffq_rq_get(rq)) & FFQ_RQ_OWNED))
 		return;
-	tq = ffq_rq_tq(fd, rq);
+	tq = ffq_rq_tq(rq);
 	spin_lock_irqsave(&fd->lock, irqflags);
 	ffq_settle_deferred(fd, NULL);
 	if (rq->rq_flags & RQF_DONTPREP) {
@@ -907,6 +987,8 @@ static void ffq_requeue_request(struct request *rq)
 	} else {
 		slot = ffq_release_slot(fd, rq);
 		if (slot) {
+			/* for its insert: rq->fifo_time may have served an IPI */
+			ffq_rq_set_start(rq, slot->start);
 			fd->stats.requeued++;
 			trace_flashfq_requeue(rq, tq->pid, slot->start,
 					      fd->s.inflight);
@@ -965,15 +1047,14 @@ static bool ffq_allow_merge(struct request_queue *q, struct request *rq,
 	lockdep_assert_held(&fd->lock);
 
 	return (ffq_rq_flags(ffq_rq_get(rq)) & FFQ_RQ_QUEUED) &&
-		rq->elv.icq == fd->bio_icq;
+		ffq_rq_tq(rq) == fd->bio_tq;
 }
 
 static int ffq_request_merge(struct request_queue *q, struct request **rq,
 			     struct bio *bio)
 {
 	struct ffq_data *fd = q->elevator->elevator_data;
-	struct ffq_tq *tq = fd->bio_icq ?
-		&container_of(fd->bio_icq, struct ffq_icq, icq)->tq : &fd->anon;
+	struct ffq_tq *tq = fd->bio_tq;
 	struct request *__rq;
 
 	lockdep_assert_held(&fd->lock);
@@ -1013,7 +1094,7 @@ static void ffq_request_merged(struct request_queue *q, struct request *rq,
 			       enum elv_merge type)
 {
 	struct ffq_data *fd = q->elevator->elevator_data;
-	struct ffq_tq *tq = ffq_rq_tq(fd, rq);
+	struct ffq_tq *tq = ffq_rq_tq(rq);
 	u64 word = ffq_rq_get(rq);
 
 	lockdep_assert_held(&fd->lock);
@@ -1040,7 +1121,7 @@ static void ffq_requests_merged(struct request_queue *q, struct request *rq,
 	struct ffq_data *fd = q->elevator->elevator_data;
 	u64 nword = ffq_rq_get(next);
 	unsigned int nflags = ffq_rq_flags(nword);
-	struct ffq_tq *tq = ffq_rq_tq(fd, rq);
+	struct ffq_tq *tq = ffq_rq_tq(rq);
 	u32 old = ffq_rq_charge(ffq_rq_get(rq));
 	bool latest = ffq_rq_latest(tq, rq);
 
@@ -1048,7 +1129,7 @@ static void ffq_requests_merged(struct request_queue *q, struct request *rq,
 
 	ffq_settle_deferred(fd, NULL);
 	if (compat_rq_elv_finish(next) && (nflags & FFQ_RQ_QUEUED)) {
-		struct ffq_tq *ntq = ffq_rq_tq(fd, next);
+		struct ffq_tq *ntq = ffq_rq_tq(next);
 
 		if (ntq == tq && ffq_rq_latest(tq, next))
 			latest = true;
@@ -1096,20 +1177,18 @@ static bool ffq_bio_merge(struct request_queue *q, struct bio *bio,
 {
 	struct ffq_data *fd = q->elevator->elevator_data;
 	struct request *free = NULL;
-	struct io_cq *icq;
+	struct ffq_tq *tq;
 	bool ret;
 
 	/* Nothing queued (usual below the depth): nothing to merge into. */
 	if (!READ_ONCE(fd->queued))
 		return false;
 
-	icq = iosched_icq_lookup(q);
-	if (icq)
-		iosched_icq_wait_ready(q, &container_of(icq, struct ffq_icq, icq)->ready);
+	tq = ffq_icq_tq(fd, iosched_icq_lookup(q));
 	spin_lock_irq(&fd->lock);
-	fd->bio_icq = icq;
+	fd->bio_tq = tq;
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
-	fd->bio_icq = NULL;
+	fd->bio_tq = NULL;
 	spin_unlock_irq(&fd->lock);
 
 	if (free)
@@ -1117,27 +1196,39 @@ static bool ffq_bio_merge(struct request_queue *q, struct bio *bio,
 	return ret;
 }
 
-/* A new io_cq: called with the queue and io_context locks held. */
+/*
+ * A new io_cq: called by the task creating it, with the queue and
+ * io_context locks held and interrupts off, so the task is allocated
+ * without waiting; without one the context's requests go to fd->anon.
+ */
 static void ffq_init_icq(struct io_cq *icq)
 {
 	struct ffq_icq *fi = container_of(icq, struct ffq_icq, icq);
+	struct ffq_tq *tq;
 
-	ffq_tq_init(&fi->tq, current->pid);
+	tq = kmalloc_node(sizeof(*tq), GFP_NOWAIT | __GFP_NOWARN, icq->q->node);
+	if (tq)
+		ffq_tq_init(tq, current->pid);
+	fi->tq = tq;
 	/* pairs with iosched_icq_wait_ready()'s acquire: tq before ready */
 	smp_store_release(&fi->ready, true);
 }
 
 /*
- * The io_cq's last task exited, or the elevator is going away: no request
- * will come, so any anticipation ends.  Requests still outstanding keep
- * the task (and its memory: they hold io_context references) until freed.
+ * The io_cq's last task exited, the io_context is freed, or the elevator
+ * is going away: no request will come, so any anticipation ends.  Requests
+ * still outstanding keep the task (their references) until freed.
  */
 static void ffq_exit_icq(struct io_cq *icq)
 {
 	struct ffq_data *fd = icq->q->elevator->elevator_data;
-	struct ffq_tq *tq = &container_of(icq, struct ffq_icq, icq)->tq;
+	struct ffq_icq *fi = container_of(icq, struct ffq_icq, icq);
+	struct ffq_tq *tq = fi->tq;
 	unsigned long irqflags;
 
+	if (!tq)
+		return;
+	WRITE_ONCE(fi->tq, NULL);
 	spin_lock_irqsave(&fd->lock, irqflags);
 	ffq_settle_deferred(fd, NULL);
 	if (ffq_exit(&tq->task)) {
@@ -1146,6 +1237,8 @@ static void ffq_exit_icq(struct io_cq *icq)
 	}
 	ffq_refresh(fd, tq);
 	spin_unlock_irqrestore(&fd->lock, irqflags);
+	/* the io_cq's reference: the task stays while its requests do */
+	ffq_tq_put(tq);
 }
 
 static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
