@@ -768,6 +768,7 @@ static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
 #define FFQ_RQ_ON_RB	0x4U	/* on its task's sector-sorted tree */
 #define FFQ_RQ_TAGGED	0x8U	/* has tags (kept across a requeue) */
 #define FFQ_RQ_SYNC	0x10U	/* synchronous: completion may anticipate */
+#define FFQ_RQ_REQUEUED	0x20U	/* requeued: its slot goes back at insert */
 
 static inline u64 ffq_rq_word(u32 charge, unsigned int slot,
 			      unsigned int flags)

@@ -24,25 +24,46 @@
  *
  * Locking
  * -------
- * fd->lock protects everything in struct ffq_data from @s to @stats,
- * and every task's state (struct ffq_tq), and is the dispatch lock of the
- * per-CPU dispatch batch records (fd->batch: elevator/iosched-batch.h).
- * finish_request and requeue_request can run in hard interrupt context and
- * must update virtual time and anticipation, so the lock is taken with
- * interrupts off everywhere:
- * spin_lock_irq() in insert, dispatch, bio_merge and debugfs,
- * spin_lock_irqsave() in finish, requeue, exit_icq and the hrtimer.  The
- * merge callbacks run under it (the core calls them from
- * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge(), which this
- * file calls with it held).  exit_icq is called with the io_context's lock
- * (and on 6.1 possibly the queue lock) held and takes fd->lock inside
- * them; fd->lock is never held while taking either, nor while running the
- * hardware queues (which can take the queue lock).  hrtimer_cancel() is
- * only called without fd->lock (the timer callback takes it).  The
- * queues are device-wide, so like mq-deadline and K2 this sets
- * QUEUE_FLAG_SQ_SCHED.  Tunables are written by sysfs stores, which the
- * elevator core serialises with its sysfs_lock, with WRITE_ONCE(), and
- * read with READ_ONCE().
+ * fd->lock, a plain spinlock, protects everything in struct ffq_data from
+ * @s to @free, every task's state but its reference count and notice
+ * (struct ffq_tq), a dispatched request's slot until its completion is
+ * posted (struct ffq_slot), and is the dispatch lock of the per-CPU
+ * dispatch batch records (fd->batch: elevator/iosched-batch.h).  It is
+ * never taken in interrupt context, and so never with interrupts off:
+ *  - insert_requests, dispatch_request and bio_merge take it, and blk-mq
+ *    calls them in process context: it runs a hardware queue inline only
+ *    outside interrupts (WARN_ON_ONCE(in_interrupt()) in 6.1's
+ *    __blk_mq_run_hw_queue() and 6.12's blk_mq_run_hw_queue(); upstream
+ *    mq-deadline takes its lock there the same way).  The merge callbacks
+ *    run under it (the core calls them from blk_mq_sched_try_merge() and
+ *    blk_mq_sched_try_insert_merge(), which this file calls with it
+ *    held); the debugfs files and exit_sched take it too.
+ *  - completed_request, finish_request and requeue_request run in the
+ *    driver's completion context, hard interrupts included, and take no
+ *    lock ("Deferred completions" below).
+ *  - The anticipation hrtimer runs in hard interrupt context: it only
+ *    flags a due deadline and re-runs the hardware queues ("Restart").
+ *  - exit_icq (like init_icq) runs in process context with interrupts
+ *    off, under the io_context's lock: in ioc_exit_icqs() (the context's
+ *    last task exits) that lock alone; in ioc_release_fn() (a workqueue,
+ *    the context's last reference gone) also the queue lock; in
+ *    ioc_clear_queue() (the elevator going away) also the queue lock on
+ *    6.12, not on 6.1 (block/blk-ioc.c of both).  The io_context's lock
+ *    is taken in hard interrupt context too, by put_io_context() dropping
+ *    a context's last reference from another elevator's finish_request
+ *    (bfq's): had exit_icq waited there for fd->lock, held with
+ *    interrupts on by a CPU such an interrupt enters, neither would go
+ *    on.  So exit_icq takes no lock: it posts the exit as its task's
+ *    notice.  Nor may it run the hardware queues (blk_mq_run_hw_queue()
+ *    may take the queue lock, held there on 6.12).
+ * Under fd->lock only the hrtimer's base lock is taken (hrtimer_start());
+ * the hardware queues are run without it.  The queues are device-wide, so
+ * like mq-deadline and K2 this sets QUEUE_FLAG_SQ_SCHED.  Tunables are
+ * written by sysfs stores, which the elevator core serialises with its
+ * sysfs_lock, with WRITE_ONCE(), and read with READ_ONCE().  The lockless
+ * fields (fd->queued for has_work, fd->done, fd->flags and fd->requeued,
+ * a task's @ref and notice, a slot's completion record) say who writes
+ * them where they are declared.
  *
  * Tasks and their lifetime
  * ------------------------
@@ -57,15 +78,18 @@
  * (@ref): its io_cq holds one reference until exit_icq (the last task
  * using the context exited, the context is freed, or the elevator is
  * being switched), and every request one from prepare_request until
- * finish_request, so a task lives while any of its requests does, and
- * outlives its io_cq if they do (the requests hold no io_context
- * reference).  exit_icq ends any anticipation and clears the io_cq's
+ * finish_request, or until its completion is applied if finish_request
+ * posted it, so a task lives while any of its requests does, and outlives
+ * its io_cq if they do (the requests hold no io_context reference); a
+ * posted notice holds one until it is applied.  exit_icq posts the exit,
+ * which ends any anticipation when applied, and clears the io_cq's
  * pointer: no request is prepared for the context after it, since it runs
  * when no task uses the context any more, when the context has no
  * reference left, or with the queue frozen (block/blk-ioc.c).  The task
  * stays in the heaps while requests of it are outstanding and leaves them
- * when the last one completes; an anticipated task has not exited, so its
- * io_cq's reference keeps it.
+ * when the last one's completion is applied; an anticipated task's exit
+ * is not applied yet, so the io_cq's reference or the notice keeps it.
+ * The last reference frees the task, in whatever context it goes.
  *
  * In-flight accounting
  * --------------------
@@ -79,10 +103,14 @@
  *  - Requeue (e.g. controller reset): a driver-prepared request
  *    (RQF_DONTPREP, NVMe) is issued again from hctx->dispatch without
  *    coming back, so it keeps its slot until finish_request.  Any other
- *    frees the slot at requeue_request, keeps its tags and, inserted
- *    again, goes first in its task's queue.  A request inserted while
- *    still holding a slot (no such path is known) frees it at insert
- *    (debugfs counters "reinsert").
+ *    keeps its slot too, marked FFQ_RQ_REQUEUED, until it is inserted
+ *    again (requeue_request takes no lock): the slot goes back there, and
+ *    the request keeps its tags and goes first in its task's queue.  From
+ *    the requeue until blk-mq's requeue work inserts it (at once, or
+ *    after the driver's delay) the device so holds one request fewer than
+ *    counted.  A request inserted while holding a slot without a requeue
+ *    (no such path is known) gives it back too (debugfs counters
+ *    "reinsert").
  *  - Flush: flush requests never reach an elevator, nor on 6.1 does a
  *    request of a flush sequence; 6.1 gives REQ_PREFLUSH/REQ_FUA requests
  *    no prepare_request, and one requeued after a reset can be inserted:
@@ -105,21 +133,68 @@
  * Restart
  * -------
  * Requests held back (depth reached, throttle, blocking anticipation)
- * keep has_work true, and dispatch sets FFQ_HELD; the completion or
- * requeue that may release them clears it and re-runs the hardware queues,
- * and the anticipation hrtimer, armed for the earliest deadline of all
- * anticipated tasks, re-runs them when a blocking period or an
- * anticipation ends (all three only if FFQ_HELD is set: without it
- * nothing waits for them, since the core runs the queues after every
- * insert).
+ * keep has_work true, and dispatch sets FFQ_HELD (ffq_hold()).  A posted
+ * completion, or the hrtimer finding a deadline due, clears it and re-runs
+ * the hardware queues (ffq_kick_held()); the dispatch that follows applies
+ * the completion or ends the deadline first.  No lock orders the two, so
+ * as for K2's throttle flag: dispatch sets the flag and, after a full
+ * barrier, looks again for postings (deciding again if there are any); a
+ * poster posts and, after a full barrier, tests the flag; one of the two
+ * sees the other.  The hrtimer is armed, under fd->lock, for the earliest
+ * anticipation deadline.  Without FFQ_HELD nothing waits for a completion
+ * or a deadline: the core runs the queues after every insert, and the
+ * next section under the lock applies them first.  exit_icq may not run
+ * the queues: a blocking anticipation its exit ends holds dispatch until
+ * the next posting or insert, or the end of the blocking period, when the
+ * hrtimer's kick starts a dispatch.
+ *
+ * Deferred completions
+ * --------------------
+ * finish_request does not apply a completion: it posts it, in the
+ * request's slot (the task, whether the request was synchronous, and the
+ * completion's time: blk-mq's timestamp from completed_request, else the
+ * clock), on fd->done, a lockless list (llist_add()), with the request's
+ * reference to the task.  A request freed without a slot (an error path)
+ * and exit_icq post their task's notice instead, once however many
+ * changes it carries (ffq_post_notice()).  Every section under fd->lock
+ * starts with ffq_drain(): it takes the whole list and applies the
+ * postings in the order they were made (the slot back, the task's facts,
+ * an anticipation started at the completion's own time, the exit), then,
+ * if the hrtimer flagged a deadline or an anticipation it just started
+ * may be over already, ends what is due by now (ffq_expire()).  So:
+ *  - Every decision (a tag, a dispatch, the throttle, a hold, a merge) is
+ *    made under fd->lock after the drain, on the state applying every
+ *    completion at once would have given: the same free slots, the same
+ *    anticipations with the same deadlines, any deadline passed already
+ *    ended, and the same virtual time, which is the largest minimum the
+ *    active tasks' smallest outstanding tags reached: a completion, an
+ *    exit or a deadline only removes a task or raises its smallest tag,
+ *    so applied in one go they reach the same minimum.  Dispatch order,
+ *    tags and virtual time are those of applying each completion at
+ *    once; the unit tests run their random workload both ways and compare
+ *    them.
+ *  - What waits is when the effects are seen: a held dispatch is re-run
+ *    at once as before (the kick), and applies the completion first; the
+ *    hrtimer is armed for a new anticipation's deadline at the next
+ *    section (the deadline counts from the completion's time, and the
+ *    section ends it if it has passed); debugfs, and the flashfq_vtime
+ *    and flashfq_antic_* events, show an update at the section that
+ *    applies it (their timestamps move, not their values).
+ *    flashfq_complete fires in finish_request with the in-flight count of
+ *    the last section (this request's slot still counted).
+ *  - An exit ends its task's anticipation at the next section (Restart:
+ *    at the latest when a blocking period ends).
+ *  - A requeued request keeps its slot until it is inserted again
+ *    (In-flight accounting).
  *
  * Deferred updates
  * ----------------
- * A completion that starts its task's anticipation arms the timer for its
- * deadline but leaves the task's places in the heaps for later
- * (ffq_defer(), fd->s.deferred, under fd->lock): every section under the
- * lock first makes that update (ffq_settle_deferred()), except the insert
- * of the same task's next request, whose own update makes it.  A lone
+ * A completion that starts its task's anticipation (applied by
+ * ffq_drain()) arms the timer for its deadline but leaves the task's
+ * places in the heaps for later (ffq_defer(), fd->s.deferred, under
+ * fd->lock): every section under the lock first makes that update
+ * (ffq_settle_deferred()), except the insert of the same task's next
+ * request, whose own update makes it.  A lone
  * synchronous task (one request at a time, or a batch drained before the
  * next) so never puts its anticipation into the heaps (flashfq/README.md,
  * CPU cost).  The
@@ -131,6 +206,9 @@
 #include <linux/init.h>
 #include <linux/slab.h>
 #include <linux/refcount.h>
+#include <linux/atomic.h>
+#include <linux/bitops.h>
+#include <linux/llist.h>
 #include <linux/spinlock.h>
 #include <linux/list.h>
 #include <linux/rbtree.h>
@@ -161,17 +239,49 @@
 #define CREATE_TRACE_POINTS
 #include <trace/events/flashfq.h>
 
-/* A depth slot: one request in the device. */
+/*
+ * A record on fd->done ("Deferred completions" above): a request's
+ * completion (in its slot) or a task's notice (in the task).  @kind is
+ * constant.
+ */
+enum ffq_rec_kind {
+	FFQ_REC_DONE,		/* struct ffq_slot: its request finished */
+	FFQ_REC_NOTICE,		/* struct ffq_tq: exit, or unslotted done */
+};
+
+struct ffq_rec {
+	struct llist_node node;
+	enum ffq_rec_kind kind;
+};
+
+/*
+ * A depth slot: one request in the device, then its completion record.
+ * @node, @tq, @start and @dispatch_ns are written by dispatch under
+ * fd->lock; the request's completion (completed_request, finish_request),
+ * which owns the slot from then until it posts @rec (llist_add(), a full
+ * barrier), reads them and writes @done_ns and @sync; the holder of
+ * fd->lock that takes the record off fd->done (llist_del_all(), likewise)
+ * applies it and frees the slot.
+ */
 struct ffq_slot {
 	struct list_head node;	/* its task's inflight list while taken */
 	struct ffq_tq *tq;	/* the request's task */
 	u64 start;		/* the request's start tag */
 	u64 dispatch_ns;	/* for flashfq_complete, 0 when not traced */
+	u64 done_ns;		/* when it completed, 0: not known (async) */
+	bool sync;		/* FFQ_RQ_SYNC: its completion may anticipate */
+	struct ffq_rec rec;	/* FFQ_REC_DONE */
+};
+
+/* Bits of ffq_tq.notice, atomic bitops. */
+enum {
+	FFQ_TQ_POSTED,		/* @rec is on fd->done */
+	FFQ_TQ_EXIT,		/* exit_icq came: its reference is posted */
 };
 
 /*
- * A task's queues: all under fd->lock but @pid and @ref ("Tasks and their
- * lifetime" above).
+ * A task's queues: all under fd->lock but @pid, @ref and the notice
+ * ("Tasks and their lifetime", "Deferred completions" above).
  */
 struct ffq_tq {
 	struct ffq_task task;		/* flashfq-core.h state and facts */
@@ -185,6 +295,14 @@ struct ffq_tq {
 	u64 dispatched;
 	u64 completed;
 	u64 service;			/* charge of the dispatched ones */
+	/*
+	 * The notice, set locklessly by exit_icq and by finish_request of
+	 * a request without a slot, posted once (FFQ_TQ_POSTED) and taken
+	 * back by the next holder of fd->lock (ffq_apply_notice()).
+	 */
+	unsigned long notice;		/* FFQ_TQ_* */
+	atomic_t done_unslotted;	/* requests finished without a slot */
+	struct ffq_rec rec;		/* FFQ_REC_NOTICE */
 };
 
 struct ffq_icq {
@@ -203,7 +321,6 @@ struct ffq_icq {
 struct ffq_stats {
 	u64 dispatched;
 	u64 completed;
-	u64 requeued;
 	u64 merged;
 	u64 bypassed;		/* unprepared requests sent untagged */
 	u64 reinsert;		/* inserted while holding a slot */
@@ -217,9 +334,10 @@ struct ffq_stats {
 	u64 antic_unblocked;	/* blocking periods that ended */
 };
 
-/* Bits of ffq_data.flags, under fd->lock. */
+/* Bits of ffq_data.flags, atomic bitops ("Restart" above). */
 enum {
 	FFQ_HELD,		/* dispatch held queued requests back */
+	FFQ_DUE,		/* the hrtimer found a deadline due */
 };
 
 struct ffq_data {
@@ -229,24 +347,36 @@ struct ffq_data {
 
 	spinlock_t lock;		/* see "Locking" above */
 	struct ffq_sched s;		/* tasks' order, virtual time */
-	struct ffq_tq anon;		/* requests without an io_cq */
+	struct ffq_tq anon;		/* requests without a task */
 	struct list_head active;	/* active tasks (debugfs) */
 	struct list_head bypass;	/* unprepared requests */
 	unsigned int nr_free;		/* free slots: @free[0..nr_free) */
-	unsigned int queued;		/* requests on tasks' queues; also
-					 * read locklessly by bio_merge
+	unsigned int queued;		/* requests on tasks' queues and
+					 * @bypass: WRITE_ONCE(), read
+					 * locklessly by has_work and
+					 * bio_merge
 					 */
 	unsigned int nr_bypass;		/* requests on @bypass */
-	unsigned long flags;		/* FFQ_HELD */
 	struct ffq_tq *bio_tq;		/* bio_merge: the bio's task */
 	struct hrtimer timer;		/* earliest anticipation deadline */
 	u64 timer_at;			/* when it is armed for, 0: not */
 	struct ffq_stats stats;
+	/* a slot's fields: see struct ffq_slot */
 	struct ffq_slot slots[FFQ_MAX_DEPTH];
 	u16 free[FFQ_MAX_DEPTH];	/* indices into @slots, a stack */
 
+	/*
+	 * Lockless, written by completions, requeues, exits and the timer:
+	 * the records to apply, in reverse order of posting (llist_add(),
+	 * taken off by holders of @lock), the restart flags and the requeue
+	 * count.
+	 */
+	struct llist_head done ____cacheline_aligned_in_smp;
+	unsigned long flags;		/* FFQ_HELD, FFQ_DUE */
+	atomic_long_t requeued;		/* slot holders given back */
+
 	/* Tunables: WRITE_ONCE() by sysfs stores, READ_ONCE() by users. */
-	unsigned int depth;
+	unsigned int depth ____cacheline_aligned_in_smp;
 	unsigned int throttle_us;
 	unsigned int antic_us;
 	unsigned int antic_block_us;
@@ -263,7 +393,10 @@ struct ffq_data {
  * shares a union with the csd of a completion's IPI, used only once the
  * request is in the driver), its slot's @start from dispatch on.
  * rq->elv.icq is not used: the request needs its task, not the io_cq.
- * Touched by whoever owns the request, under fd->lock.
+ * Touched by whoever owns the request: under fd->lock from insert until
+ * dispatch hands it out, then locklessly by completed_request,
+ * finish_request and requeue_request (a requeued one is FlashFQ's again
+ * at insert).
  */
 static inline u64 ffq_rq_start(struct request *rq)
 {
@@ -310,6 +443,9 @@ static void ffq_tq_init(struct ffq_tq *tq, pid_t pid)
 	INIT_LIST_HEAD(&tq->active_node);
 	tq->pid = pid;
 	refcount_set(&tq->ref, 1);
+	tq->notice = 0;
+	atomic_set(&tq->done_unslotted, 0);
+	tq->rec.kind = FFQ_REC_NOTICE;
 	tq->inserted = 0;
 	tq->dispatched = 0;
 	tq->completed = 0;
@@ -319,9 +455,10 @@ static void ffq_tq_init(struct ffq_tq *tq, pid_t pid)
 /*
  * Drop a reference to @tq; the last frees it.  Whatever the context: the
  * last reference goes only once the task is in no heap, list, slot or
- * record (its io_cq's went after its exit, its requests' after their
- * completion), so nothing else can reach it.  fd->anon's own reference
- * is never dropped.
+ * record (its requests' after their completions were applied, a posted
+ * notice's after it was, and its exit, which ends its anticipation, was
+ * posted before the io_cq's went), so nothing else can reach it.
+ * fd->anon's own reference is never dropped.
  */
 static void ffq_tq_put(struct ffq_tq *tq)
 {
@@ -353,8 +490,9 @@ static u64 ffq_us(unsigned int *tunable)
 /*
  * Arm the hrtimer for anticipation deadline @at unless armed for one at
  * most as late.  While any task is anticipated the timer is armed for the
- * earliest deadline or before (each new one is offered here, the timer
- * re-arms itself for the next), so a new deadline is all it needs.
+ * earliest deadline or before (each new one is offered here, and
+ * ffq_expire() arms it for the next once the one it was armed for is
+ * due), so a new deadline is all it needs.
  */
 static inline void ffq_arm_at(struct ffq_data *fd, u64 at)
 {
@@ -435,28 +573,35 @@ static inline void ffq_settle_deferred(struct ffq_data *fd,
 }
 
 /*
- * Whether dispatch held requests back: the caller then re-runs the
- * hardware queues (ffq_kick()) once it has dropped fd->lock.
+ * Something that may release held requests was posted (a completion) or
+ * found (a due deadline): re-run the hardware queues if dispatch held
+ * requests back.  Lockless, from any context but under fd->lock:
+ * blk_mq_run_hw_queue() can take the queue lock.  The caller's posting is
+ * ordered before the test (llist_add()'s full barrier, or
+ * smp_mb__after_atomic()), and ffq_hold() sets the flag before it looks for
+ * postings: one of the two sees the other.
  */
-static bool ffq_take_held(struct ffq_data *fd)
+static void ffq_kick_held(struct ffq_data *fd)
 {
-	lockdep_assert_held(&fd->lock);
-
-	return __test_and_clear_bit(FFQ_HELD, &fd->flags);
+	if (test_bit(FFQ_HELD, &fd->flags) &&
+	    test_and_clear_bit(FFQ_HELD, &fd->flags))
+		blk_mq_run_hw_queues(fd->q, true);
 }
 
 /*
- * Re-run the hardware queues, without fd->lock: blk_mq_run_hw_queue() can
- * take the queue lock, which ioc_create_icq() holds while it takes an
- * io_context's lock, which is held around exit_icq, which takes fd->lock
- * (lockdep found that cycle in the debug tier, through requeue_request).
+ * Dispatch is holding queued requests back: say so (FFQ_HELD), then look
+ * again for a completion, notice or due deadline posted meanwhile, whose
+ * poster may have tested the flag before it was set.  Returns whether
+ * there is one: dispatch then applies it and decides again.
  */
-static void ffq_kick(struct ffq_data *fd, bool held)
+static bool ffq_hold(struct ffq_data *fd)
 {
-	lockdep_assert_not_held(&fd->lock);
+	lockdep_assert_held(&fd->lock);
 
-	if (held)
-		blk_mq_run_hw_queues(fd->q, true);
+	set_bit(FFQ_HELD, &fd->flags);
+	/* pairs with ffq_kick_held()'s callers: the flag before the look */
+	smp_mb__after_atomic();
+	return !llist_empty(&fd->done) || test_bit(FFQ_DUE, &fd->flags);
 }
 
 /* Anticipation started at @now, or (@now 0) was cancelled. */
@@ -515,31 +660,191 @@ static u32 ffq_rq_charge_now(struct ffq_data *fd, struct request *rq)
 	return ffq_charge(cost, ffq_weight(req_get_ioprio(rq), true));
 }
 
-/* Give back @rq's depth slot if it holds one; returns the slot. */
-static inline struct ffq_slot *ffq_release_slot(struct ffq_data *fd,
-						struct request *rq)
+/*
+ * The depth slot request word @word names, NULL if none.  By the request's
+ * owner, with or without fd->lock.
+ */
+static inline struct ffq_slot *ffq_slot_of(struct ffq_data *fd, u64 word)
 {
-	u64 word = ffq_rq_get(rq);
 	unsigned int idx = ffq_rq_slot(word);
-	struct ffq_slot *slot;
-
-	lockdep_assert_held(&fd->lock);
 
 	if (!idx)
 		return NULL;
-	if (WARN_ONCE(idx > FFQ_MAX_DEPTH || !fd->s.inflight,
-		      "flashfq: %s: bad slot %u (in flight %u)\n",
-		      ffq_disk_name(fd), idx, fd->s.inflight)) {
-		ffq_rq_put(rq, ffq_rq_charge(word), 0, ffq_rq_flags(word));
+	if (WARN_ONCE(idx > FFQ_MAX_DEPTH, "flashfq: %s: bad slot %u\n",
+		      ffq_disk_name(fd), idx))
 		return NULL;
-	}
-	slot = &fd->slots[idx - 1];
-	list_del(&slot->node);
-	fd->free[fd->nr_free++] = idx - 1;
+	return &fd->slots[idx - 1];
+}
+
+/* Give @slot, taken by a request of its task, back. */
+static inline void ffq_free_slot(struct ffq_data *fd, struct ffq_slot *slot)
+{
+	lockdep_assert_held(&fd->lock);
+
+	if (WARN_ONCE(!fd->s.inflight || list_empty(&slot->node),
+		      "flashfq: %s: slot %td given back twice (in flight %u)\n",
+		      ffq_disk_name(fd), slot - fd->slots, fd->s.inflight))
+		return;
+	list_del_init(&slot->node);
+	fd->free[fd->nr_free++] = slot - fd->slots;
 	slot->tq->task.nr_inflight--;
-	fd->s.inflight--;
-	ffq_rq_put(rq, ffq_rq_charge(word), 0, ffq_rq_flags(word));
-	return slot;
+	WRITE_ONCE(fd->s.inflight, fd->s.inflight - 1);
+}
+
+/*
+ * The hrtimer found a deadline due (FFQ_DUE), or a completion applied late
+ * started an anticipation whose deadline may have passed: end the blocking
+ * periods and anticipations due at @now, and arm the timer for the next.
+ */
+static noinline void ffq_expire(struct ffq_data *fd, u64 now)
+{
+	struct ffq_task *t;
+
+	lockdep_assert_held(&fd->lock);
+
+	ffq_settle_deferred(fd, NULL);
+	if (fd->timer_at && fd->timer_at <= now)
+		fd->timer_at = 0;
+	while ((t = ffq_timer_due(&fd->s, now))) {
+		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
+
+		if (ffq_timer_fire(&fd->s, t, now) == FFQ_TIMER_EXPIRE) {
+			fd->stats.antic_expired++;
+			trace_flashfq_antic_expire(fd->q, tq->pid,
+						   t->antic_start,
+						   t->antic_until, 0);
+		} else {
+			fd->stats.antic_unblocked++;
+		}
+		ffq_refresh(fd, tq);
+	}
+	ffq_arm_timer(fd);
+}
+
+/*
+ * Apply the completion recorded in @slot, as finish_request did when it
+ * took fd->lock: the slot goes back, and the task's anticipation starts at
+ * the completion's time.  Drops the request's reference to the task.
+ * Returns the deadline of the anticipation it started, 0 if none.
+ */
+static u64 ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
+{
+	struct ffq_tq *tq = slot->tq;
+	struct ffq_task *t = &tq->task;
+	u64 deadline = 0;
+
+	ffq_settle_deferred(fd, tq);
+	ffq_free_slot(fd, slot);
+	tq->completed++;
+	fd->stats.completed++;
+	if (!WARN_ON_ONCE(!t->nr_out))
+		t->nr_out--;
+	if (ffq_complete(t, slot->sync, slot->done_ns, ffq_us(&fd->antic_us),
+			 ffq_us(&fd->antic_block_us))) {
+		fd->stats.antic_started++;
+		ffq_trace_antic(fd, tq, slot->done_ns);
+		/*
+		 * The task stays active and nothing else changed: its update
+		 * can wait for its next request, which then makes it alone
+		 * (ffq_defer()), or for anything else.  Only the deadline
+		 * must be armed now.
+		 */
+		ffq_defer(&fd->s, t);
+		deadline = ffq_task_deadline(t);
+		ffq_arm_at(fd, deadline);
+	} else {
+		__ffq_refresh(fd, tq);
+	}
+	/* not the last if it anticipates: its io_cq holds one */
+	ffq_tq_put(tq);
+	return deadline;
+}
+
+/*
+ * Post @tq's notice, which its caller just changed, for the next holder
+ * of fd->lock, unless it is posted already.  The caller holds a reference
+ * to @tq; the posted notice takes one of its own, which
+ * ffq_apply_notice() drops.
+ */
+static void ffq_post_notice(struct ffq_data *fd, struct ffq_tq *tq)
+{
+	/* fully ordered: the change is visible before the test */
+	if (test_and_set_bit(FFQ_TQ_POSTED, &tq->notice))
+		return;
+	refcount_inc(&tq->ref);
+	llist_add(&tq->rec.node, &fd->done);
+}
+
+/*
+ * Apply @tq's notice: requests freed without a slot (no anticipation: an
+ * error path) and its exit, which ends any anticipation.  Whatever is
+ * changed after the flag is cleared is posted again.
+ */
+static void ffq_apply_notice(struct ffq_data *fd, struct ffq_tq *tq)
+{
+	struct ffq_task *t = &tq->task;
+	unsigned int n;
+	bool exit;
+
+	clear_bit(FFQ_TQ_POSTED, &tq->notice);
+	/* pairs with ffq_post_notice(): the flag cleared before the reads */
+	smp_mb__after_atomic();
+	n = atomic_xchg(&tq->done_unslotted, 0);
+	exit = test_and_clear_bit(FFQ_TQ_EXIT, &tq->notice);
+
+	ffq_settle_deferred(fd, NULL);
+	if (!WARN_ON_ONCE(t->nr_out < n))
+		t->nr_out -= n;
+	if (exit && ffq_exit(t)) {
+		fd->stats.antic_cancelled++;
+		ffq_trace_antic(fd, tq, 0);
+	}
+	ffq_refresh(fd, tq);
+	ffq_tq_put(tq);
+}
+
+/*
+ * Apply what was posted for the next holder of fd->lock, in the order it
+ * was posted ("Deferred completions" above); then, if the hrtimer found a
+ * deadline due or an anticipation just started from a completion's own
+ * time may be over already, handle the due deadlines.  Every section
+ * under fd->lock starts with this, so nothing reads the scheduler's state
+ * before it is up to date.
+ */
+static void ffq_drain(struct ffq_data *fd)
+{
+	struct llist_node *node, *next;
+	u64 first = 0;
+	bool due;
+
+	lockdep_assert_held(&fd->lock);
+
+	if (likely(llist_empty(&fd->done)) &&
+	    likely(!test_bit(FFQ_DUE, &fd->flags)))
+		return;
+	node = llist_reverse_order(llist_del_all(&fd->done));
+	llist_for_each_safe(node, next, node) {
+		struct ffq_rec *rec = container_of(node, struct ffq_rec, node);
+		u64 at;
+
+		if (rec->kind == FFQ_REC_NOTICE) {
+			ffq_apply_notice(fd, container_of(rec, struct ffq_tq,
+							  rec));
+			continue;
+		}
+		at = ffq_apply_done(fd, container_of(rec, struct ffq_slot,
+						     rec));
+		if (at && (!first || at < first))
+			first = at;
+	}
+	due = test_bit(FFQ_DUE, &fd->flags) &&
+	      test_and_clear_bit(FFQ_DUE, &fd->flags);
+	if (due || first) {
+		u64 now = ktime_get_ns();
+
+		if (due || first <= now)
+			ffq_expire(fd, now);
+	}
 }
 
 /*
@@ -615,16 +920,25 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 
 	tq = ffq_rq_tq(rq);
 	ffq_settle_deferred(fd, tq);
+	flags = ffq_rq_flags(ffq_rq_get(rq));
 	if (ffq_rq_slot(ffq_rq_get(rq))) {
-		struct ffq_slot *slot = ffq_release_slot(fd, rq);
+		struct ffq_slot *slot = ffq_slot_of(fd, ffq_rq_get(rq));
 
-		/* rq->fifo_time may have served a completion IPI since */
+		/*
+		 * Requeued (FFQ_RQ_REQUEUED: its slot was kept for this) or,
+		 * by no known path, inserted again some other way: the slot
+		 * goes back now, its start tag (rq->fifo_time may have
+		 * served a completion IPI since) with the request.
+		 */
 		if (slot) {
 			ffq_rq_set_start(rq, slot->start);
-			fd->stats.reinsert++;
+			ffq_free_slot(fd, slot);
+			if (!(flags & FFQ_RQ_REQUEUED))
+				fd->stats.reinsert++;
 		}
+		flags &= ~FFQ_RQ_REQUEUED;
+		ffq_rq_put(rq, ffq_rq_charge(ffq_rq_get(rq)), 0, flags);
 	}
-	flags = ffq_rq_flags(ffq_rq_get(rq));
 
 	if (flags & FFQ_RQ_TAGGED) {
 		/* Requeued: keeps its tags and goes first. */
@@ -683,7 +997,8 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 	bool at_head = compat_insert_at_head(flags);
 	LIST_HEAD(free);
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	while (!list_empty(list)) {
 		struct request *rq;
 
@@ -691,7 +1006,7 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 		list_del_init(&rq->queuelist);
 		ffq_insert_request(fd, rq, at_head, &free);
 	}
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 
 	compat_free_requests(&free);
 }
@@ -724,10 +1039,12 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	if (trace_flashfq_dispatch_enabled() || trace_flashfq_complete_enabled())
 		now = ktime_get_ns();
 	slot->dispatch_ns = trace_flashfq_complete_enabled() ? now : 0;
+	slot->done_ns = 0;
 	/* the facts ffq_refresh() would read: the other heads are as they were */
 	if (!t->nr_inflight++)
 		t->inflight_start = start;
-	fd->s.inflight++;
+	/* WRITE_ONCE(): the trace events of completions read it locklessly */
+	WRITE_ONCE(fd->s.inflight, fd->s.inflight + 1);
 	next = list_first_entry_or_null(&tq->fifo, struct request, queuelist);
 	if (next)
 		t->head_start = ffq_rq_start(next);
@@ -756,10 +1073,12 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 /*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); a request of another
- * ends the batch (elevator/iosched-batch.h).
+ * ends the batch (elevator/iosched-batch.h).  *@held is set if queued
+ * requests are held back (depth, throttle, blocking anticipation).
  */
 static struct request *__ffq_dispatch_request(struct ffq_data *fd,
-					      const struct blk_mq_hw_ctx *batch)
+					      const struct blk_mq_hw_ctx *batch,
+					      bool *held)
 {
 	struct request *rq;
 	struct ffq_task *t;
@@ -819,20 +1138,31 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		break;
 	}
 	}
-	__set_bit(FFQ_HELD, &fd->flags);
+	*held = true;
 	return NULL;
 }
 
-/* One dispatch batch, one hardware queue: elevator/iosched-batch.h. */
+/*
+ * One dispatch batch, one hardware queue: elevator/iosched-batch.h.  A
+ * hold is announced (ffq_hold()), and decided again if a completion,
+ * notice or due deadline was posted meanwhile: that poster may not have
+ * seen the announcement, and nothing else would re-run the queues.
+ */
 static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
+	const struct blk_mq_hw_ctx *batch = iosched_batch(fd->batch, hctx);
 	struct request *rq;
+	bool held;
 
-	spin_lock_irq(&fd->lock);
-	rq = __ffq_dispatch_request(fd, iosched_batch(fd->batch, hctx));
+	spin_lock(&fd->lock);
+	do {
+		held = false;
+		ffq_drain(fd);
+		rq = __ffq_dispatch_request(fd, batch, &held);
+	} while (held && ffq_hold(fd));
 	iosched_batch_note(fd->batch, hctx, rq);
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 
 	return rq;
 }
@@ -895,9 +1225,48 @@ static void ffq_prepare_request(struct request *rq)
 }
 
 /*
+ * flashfq_complete, from finish_request: in flight is the count as of the
+ * last section under fd->lock, this request included (its slot goes back
+ * at the next).
+ */
+static noinline void ffq_trace_complete(struct ffq_data *fd,
+					struct request *rq,
+					struct ffq_slot *slot)
+{
+	u64 end = slot->done_ns ? slot->done_ns : ktime_get_ns();
+
+	trace_flashfq_complete(rq, slot->tq->pid, slot->start,
+			       slot->dispatch_ns ? end - slot->dispatch_ns : 0,
+			       READ_ONCE(fd->s.inflight));
+}
+
+/*
+ * blk-mq's completion callback, just before finish_request, with the time
+ * it took for its statistics: kept in the request's slot as the time of an
+ * anticipation its completion may start, which saves finish_request a
+ * reading of the clock.  Lockless, like finish_request; 6.1 calls it for
+ * unprepared requests too.
+ */
+static void ffq_completed_request(struct request *rq, u64 now)
+{
+	struct ffq_data *fd = rq->q->elevator->elevator_data;
+	struct ffq_slot *slot;
+
+	if (!compat_rq_elv_finish(rq))
+		return;
+	slot = ffq_slot_of(fd, ffq_rq_get(rq));
+	if (slot)
+		slot->done_ns = now;
+}
+
+/*
  * Called when a request the elevator prepared is freed or, for a flush
  * sequence's data part on 6.12, when that part completes; also for
- * requests that never passed through FlashFQ (not owned).
+ * requests that never passed through FlashFQ (not owned).  In any context,
+ * hard interrupts included, and without fd->lock: an owned request's
+ * completion is posted in its slot, with its time and its reference to the
+ * task, for the next holder of fd->lock ("Deferred completions" above),
+ * and the hardware queues re-run if dispatch held requests back.
  */
 static void ffq_finish_request(struct request *rq)
 {
@@ -906,134 +1275,84 @@ static void ffq_finish_request(struct request *rq)
 	unsigned int flags = ffq_rq_flags(word);
 	struct ffq_tq *tq = ffq_rq_tq(rq);
 	struct ffq_slot *slot;
-	unsigned long irqflags;
-	bool held;
-	u64 now;
 
-	if (flags & FFQ_RQ_OWNED) {
-		spin_lock_irqsave(&fd->lock, irqflags);
-		ffq_settle_deferred(fd, tq);
-		WARN_ONCE(flags & FFQ_RQ_QUEUED,
-			  "flashfq: %s: request freed while queued\n",
-			  ffq_disk_name(fd));
-		slot = ffq_release_slot(fd, rq);
-		if (slot) {
-			tq->completed++;
-			fd->stats.completed++;
-			if (trace_flashfq_complete_enabled())
-				trace_flashfq_complete(rq, tq->pid, slot->start,
-						       slot->dispatch_ns ?
-						       ktime_get_ns() -
-						       slot->dispatch_ns : 0,
-						       fd->s.inflight);
-		}
-		if (!WARN_ON_ONCE(!tq->task.nr_out))
-			tq->task.nr_out--;
-		/* the clock only for an anticipation (nothing outstanding) */
-		now = tq->task.nr_out ? 0 : ktime_get_ns();
-		if (ffq_complete(&tq->task, flags & FFQ_RQ_SYNC, now,
-				 ffq_us(&fd->antic_us),
-				 ffq_us(&fd->antic_block_us))) {
-			fd->stats.antic_started++;
-			ffq_trace_antic(fd, tq, now);
-			/*
-			 * The task stays active and nothing else changed:
-			 * its update can wait for its next request, which
-			 * then makes it alone (ffq_defer()), or for anything
-			 * else.  Only the deadline must be armed now.
-			 */
-			ffq_defer(&fd->s, &tq->task);
-			ffq_arm_at(fd, ffq_task_deadline(&tq->task));
-		} else {
-			__ffq_refresh(fd, tq);
-		}
-		held = ffq_take_held(fd);
-		spin_unlock_irqrestore(&fd->lock, irqflags);
-		ffq_kick(fd, held);
-	}
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
-	if (tq)
+	if (!tq)
+		return;
+	if (!(flags & FFQ_RQ_OWNED)) {
 		ffq_tq_put(tq);
+		return;
+	}
+	WARN_ONCE(flags & FFQ_RQ_QUEUED,
+		  "flashfq: %s: request freed while queued\n",
+		  ffq_disk_name(fd));
+	slot = ffq_slot_of(fd, word);
+	if (likely(slot)) {
+		slot->sync = flags & FFQ_RQ_SYNC;
+		/* only a synchronous completion may start an anticipation */
+		if (slot->sync && !slot->done_ns)
+			slot->done_ns = ktime_get_ns();
+		if (trace_flashfq_complete_enabled())
+			ffq_trace_complete(fd, rq, slot);
+		/* with the request's reference to the task */
+		llist_add(&slot->rec.node, &fd->done);
+	} else {
+		atomic_inc(&tq->done_unslotted);
+		ffq_post_notice(fd, tq);
+		ffq_tq_put(tq);
+	}
+	ffq_kick_held(fd);
 }
 
-/* Called by blk_mq_requeue_request() for a request the driver gave back. */
+/*
+ * Called by blk_mq_requeue_request() for a request the driver gave back,
+ * in any context and without fd->lock.  A request the driver prepared
+ * (RQF_DONTPREP, e.g. NVMe) goes from the requeue list straight to
+ * hctx->dispatch and the driver, not through FlashFQ: it keeps its depth
+ * slot until it finishes, or the device would hold it beside a request
+ * dispatched into its slot.  Any other keeps its slot, marked
+ * FFQ_RQ_REQUEUED, until it is inserted again (its tags with it), where
+ * the slot goes back under fd->lock: nothing else here changes the
+ * scheduler's state, so nothing is posted and no queue re-run (the
+ * requeue work runs the queues after inserting).
+ */
 static void ffq_requeue_request(struct request *rq)
 {
 	struct ffq_data *fd = rq->q->elevator->elevator_data;
-	unsigned long irqflags;
+	u64 word = ffq_rq_get(rq);
+	unsigned int flags = ffq_rq_flags(word);
 	struct ffq_slot *slot;
-	struct ffq_tq *tq;
-	bool held = false;
 
-	if (!(ffq_rq_flags(ffq_rq_get(rq)) & FFQ_RQ_OWNED))
+	if (!(flags & FFQ_RQ_OWNED))
 		return;
-	tq = ffq_rq_tq(rq);
-	spin_lock_irqsave(&fd->lock, irqflags);
-	ffq_settle_deferred(fd, NULL);
-	if (rq->rq_flags & RQF_DONTPREP) {
-		/*
-		 * A request the driver prepared (RQF_DONTPREP, e.g. NVMe)
-		 * goes from the requeue list straight to hctx->dispatch and
-		 * the driver, not through FlashFQ: it keeps its depth slot
-		 * until it finishes, or the device would hold it beside a
-		 * request dispatched into its slot.
-		 */
-		if (ffq_rq_slot(ffq_rq_get(rq))) {
-			fd->stats.requeued++;
-			trace_flashfq_requeue(rq, tq->pid, ffq_rq_start(rq),
-					      fd->s.inflight);
-		}
-	} else {
-		slot = ffq_release_slot(fd, rq);
-		if (slot) {
-			/* for its insert: rq->fifo_time may have served an IPI */
-			ffq_rq_set_start(rq, slot->start);
-			fd->stats.requeued++;
-			trace_flashfq_requeue(rq, tq->pid, slot->start,
-					      fd->s.inflight);
-			ffq_refresh(fd, tq);
-			held = ffq_take_held(fd);
-		}
-	}
-	spin_unlock_irqrestore(&fd->lock, irqflags);
-	ffq_kick(fd, held);
+	slot = ffq_slot_of(fd, word);
+	if (!slot)
+		return;
+	atomic_long_inc(&fd->requeued);
+	trace_flashfq_requeue(rq, slot->tq->pid, slot->start,
+			      READ_ONCE(fd->s.inflight));
+	if (!(rq->rq_flags & RQF_DONTPREP))
+		ffq_rq_put(rq, ffq_rq_charge(word), ffq_rq_slot(word),
+			   flags | FFQ_RQ_REQUEUED);
 }
 
-/* Anticipation deadlines: the earliest one is due. */
+/*
+ * Anticipation deadlines: the earliest one is due.  In hard interrupt
+ * context, so it takes no lock: it flags the deadline (FFQ_DUE) for the
+ * next holder of fd->lock, which ends it (ffq_expire()) and arms the timer
+ * for the next, and re-runs the hardware queues if dispatch held requests
+ * back, which makes that holder a dispatch.  Without a hold nothing waits
+ * for the deadline: the next section under the lock handles it first.
+ */
 static enum hrtimer_restart ffq_timer_fn(struct hrtimer *timer)
 {
 	struct ffq_data *fd = container_of(timer, struct ffq_data, timer);
-	unsigned long irqflags;
-	struct ffq_task *t;
-	bool held;
-	u64 now;
 
-	spin_lock_irqsave(&fd->lock, irqflags);
-	ffq_settle_deferred(fd, NULL);
-	fd->timer_at = 0;
-	now = ktime_get_ns();
-	while ((t = ffq_timer_due(&fd->s, now))) {
-		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
-
-		if (ffq_timer_fire(&fd->s, t, now) == FFQ_TIMER_EXPIRE) {
-			fd->stats.antic_expired++;
-			trace_flashfq_antic_expire(fd->q, tq->pid,
-						   t->antic_start,
-						   t->antic_until, 0);
-		} else {
-			fd->stats.antic_unblocked++;
-		}
-		ffq_refresh(fd, tq);
-	}
-	ffq_arm_timer(fd);
-	/*
-	 * Only if dispatch held requests back: a deadline whose anticipation
-	 * was fulfilled or blocked nothing (a fast device) releases nothing.
-	 */
-	held = ffq_take_held(fd);
-	spin_unlock_irqrestore(&fd->lock, irqflags);
-	ffq_kick(fd, held);
+	set_bit(FFQ_DUE, &fd->flags);
+	/* pairs with ffq_hold(): FFQ_DUE before the FFQ_HELD test */
+	smp_mb__after_atomic();
+	ffq_kick_held(fd);
 	return HRTIMER_NORESTART;
 }
 
@@ -1185,11 +1504,12 @@ static bool ffq_bio_merge(struct request_queue *q, struct bio *bio,
 		return false;
 
 	tq = ffq_icq_tq(fd, iosched_icq_lookup(q));
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	fd->bio_tq = tq;
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
 	fd->bio_tq = NULL;
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 
 	if (free)
 		blk_mq_free_request(free);
@@ -1216,28 +1536,27 @@ static void ffq_init_icq(struct io_cq *icq)
 
 /*
  * The io_cq's last task exited, the io_context is freed, or the elevator
- * is going away: no request will come, so any anticipation ends.  Requests
- * still outstanding keep the task (their references) until freed.
+ * is going away: no request will come, so any anticipation ends.  Called
+ * with the io_context's lock held (and maybe the queue lock), interrupts
+ * off ("Locking" above), so it may neither wait for fd->lock nor run the
+ * hardware queues: the exit is posted as the task's notice, applied by the
+ * next holder of fd->lock (at the latest a dispatch the hrtimer's kick
+ * starts when a blocking anticipation ends).  Requests still outstanding
+ * and the notice keep the task (their references) until they are done
+ * with it.
  */
 static void ffq_exit_icq(struct io_cq *icq)
 {
 	struct ffq_data *fd = icq->q->elevator->elevator_data;
 	struct ffq_icq *fi = container_of(icq, struct ffq_icq, icq);
 	struct ffq_tq *tq = fi->tq;
-	unsigned long irqflags;
 
 	if (!tq)
 		return;
 	WRITE_ONCE(fi->tq, NULL);
-	spin_lock_irqsave(&fd->lock, irqflags);
-	ffq_settle_deferred(fd, NULL);
-	if (ffq_exit(&tq->task)) {
-		fd->stats.antic_cancelled++;
-		ffq_trace_antic(fd, tq, 0);
-	}
-	ffq_refresh(fd, tq);
-	spin_unlock_irqrestore(&fd->lock, irqflags);
-	/* the io_cq's reference: the task stays while its requests do */
+	set_bit(FFQ_TQ_EXIT, &tq->notice);
+	ffq_post_notice(fd, tq);
+	/* the io_cq's reference */
 	ffq_tq_put(tq);
 }
 
@@ -1268,9 +1587,14 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	ffq_exit(&fd->anon.task);
 	INIT_LIST_HEAD(&fd->active);
 	INIT_LIST_HEAD(&fd->bypass);
-	for (i = 0; i < FFQ_MAX_DEPTH; i++)
+	for (i = 0; i < FFQ_MAX_DEPTH; i++) {
 		fd->free[i] = FFQ_MAX_DEPTH - 1 - i;
+		INIT_LIST_HEAD(&fd->slots[i].node);
+		fd->slots[i].rec.kind = FFQ_REC_DONE;
+	}
 	fd->nr_free = FFQ_MAX_DEPTH;
+	init_llist_head(&fd->done);
+	atomic_long_set(&fd->requeued, 0);
 	compat_hrtimer_setup(&fd->timer, ffq_timer_fn, CLOCK_MONOTONIC,
 			     HRTIMER_MODE_ABS);
 
@@ -1291,15 +1615,20 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 
 /*
  * The queue is frozen and every io_cq exited (ioc_clear_queue() runs
- * first): nothing may be queued, in flight or anticipated.
+ * first): once what was posted is applied (which frees every task),
+ * nothing may be queued, in flight or anticipated.  The timer is cancelled
+ * after that, which may arm it.
  */
 static void ffq_exit_sched(struct elevator_queue *e)
 {
 	struct ffq_data *fd = e->elevator_data;
 
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
+	spin_unlock(&fd->lock);
 	hrtimer_cancel(&fd->timer);
 	WARN_ONCE(fd->queued || fd->s.inflight || !list_empty(&fd->active) ||
-		  fd->s.deferred,
+		  fd->s.deferred || !llist_empty(&fd->done),
 		  "flashfq: %s: %u queued, %u in flight, tasks active at exit\n",
 		  ffq_disk_name(fd), fd->queued, fd->s.inflight);
 	iosched_batch_free(fd->batch);
@@ -1415,11 +1744,12 @@ static int ffq_dbg_tasks_show(void *data, struct seq_file *m)
 	struct ffq_data *fd = q->elevator->elevator_data;
 	struct ffq_tq *tq;
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
 	list_for_each_entry(tq, &fd->active, active_node)
 		ffq_dbg_task(m, tq);
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 	return 0;
 }
 
@@ -1429,10 +1759,11 @@ static int ffq_dbg_vtime_show(void *data, struct seq_file *m)
 	struct ffq_data *fd = q->elevator->elevator_data;
 	u64 v;
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
 	v = fd->s.vtime;
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 	seq_printf(m, "%llu\n", v);
 	return 0;
 }
@@ -1443,10 +1774,11 @@ static int ffq_dbg_inflight_show(void *data, struct seq_file *m)
 	struct ffq_data *fd = q->elevator->elevator_data;
 	u32 n;
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
 	n = fd->s.inflight;
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 	seq_printf(m, "%u\n", n);
 	return 0;
 }
@@ -1465,13 +1797,16 @@ static int ffq_dbg_counters_show(void *data, struct seq_file *m)
 	struct request_queue *q = data;
 	struct ffq_data *fd = q->elevator->elevator_data;
 	struct ffq_stats st;
+	long requeued;
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
 	st = fd->stats;
-	spin_unlock_irq(&fd->lock);
-	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nreinsert %llu\n",
-		   st.dispatched, st.completed, st.requeued, st.merged,
+	spin_unlock(&fd->lock);
+	requeued = atomic_long_read(&fd->requeued);
+	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %ld\nmerged %llu\nbypassed %llu\nreinsert %llu\n",
+		   st.dispatched, st.completed, requeued, st.merged,
 		   st.bypassed, st.reinsert);
 	seq_printf(m, "held_full %llu\nheld_throttle %llu\nheld_antic %llu\nbatch_ended %llu\n",
 		   st.held_full, st.held_throttle, st.held_antic,
@@ -1490,7 +1825,8 @@ static int ffq_dbg_queue_list_show(void *data, struct seq_file *m)
 	struct ffq_tq *tq;
 	struct request *rq;
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
 	list_for_each_entry(tq, &fd->active, active_node) {
 		list_for_each_entry(rq, &tq->fifo, queuelist) {
@@ -1500,7 +1836,7 @@ static int ffq_dbg_queue_list_show(void *data, struct seq_file *m)
 			seq_putc(m, '\n');
 		}
 	}
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 	return 0;
 }
 
@@ -1510,13 +1846,14 @@ static int ffq_dbg_bypass_list_show(void *data, struct seq_file *m)
 	struct ffq_data *fd = q->elevator->elevator_data;
 	struct request *rq;
 
-	spin_lock_irq(&fd->lock);
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
 	list_for_each_entry(rq, &fd->bypass, queuelist) {
 		__blk_mq_debugfs_rq_show(m, rq);
 		seq_putc(m, '\n');
 	}
-	spin_unlock_irq(&fd->lock);
+	spin_unlock(&fd->lock);
 	return 0;
 }
 
@@ -1541,6 +1878,7 @@ static struct elevator_type ffq_sched_type = {
 		.dispatch_request	= ffq_dispatch_request,
 		.has_work		= ffq_has_work,
 		.prepare_request	= ffq_prepare_request,
+		.completed_request	= ffq_completed_request,
 		.finish_request		= ffq_finish_request,
 		.requeue_request	= ffq_requeue_request,
 		.allow_merge		= ffq_allow_merge,
