@@ -11,7 +11,10 @@
  * and a list of requests in the device in dispatch order, the facts set
  * from those before every ffq_update(), a device that completes each
  * request its service time after dispatch (up to depth at once, so out of
- * order when service times differ) and a virtual clock in ns.
+ * order when service times differ) and a virtual clock in ns.  Like the
+ * glue, the model can post completions and exits instead of applying them
+ * (sim.posted), for the next section under the lock to apply in order,
+ * each with its own time, and then end what is due (sim_drain()).
  */
 #include "unit.h"
 #include "flashfq-core.h"
@@ -454,8 +457,10 @@ struct srq {
 	u64 start;
 	u64 done;	/* in the device: when it completes */
 	u64 svc;	/* service time, ns */
+	u64 id;		/* unique in the run */
 	u32 charge;
 	bool sync;
+	bool posted;	/* completed, its completion posted, not applied */
 };
 
 struct stask {
@@ -473,8 +478,18 @@ struct stask {
 	u32 charge;
 	u64 svc;
 	bool sync;
+	bool exited;		/* the model's: its exit came (maybe posted) */
 	unsigned long ndisp;	/* dispatched */
 };
+
+/* A completion or an exit posted for the next section under the lock. */
+struct spost {
+	struct stask *k;
+	u64 id;			/* the completed request's; 0: the exit */
+	u64 at;			/* when it completed */
+};
+
+#define NPOST	1024
 
 struct sim {
 	struct ffq_sched s;
@@ -504,6 +519,18 @@ struct sim {
 	unsigned long deferred;		/* completions deferred */
 	unsigned long fulfilled;	/* ... whose task's arrival settled them */
 	u64 hash;			/* of every dispatch and virtual time */
+	/*
+	 * As the glue's finish_request and exit_icq: completions and exits
+	 * posted, applied by the next section under the lock (sim_drain()).
+	 */
+	bool posted;
+	struct spost post[NPOST];
+	unsigned int npost;
+	u64 next_id;
+	unsigned long nposted;		/* completions posted */
+	unsigned long batched;		/* ... applied with another before */
+	unsigned long late;		/* ... applied after the clock moved */
+	unsigned long due_at_drain;	/* drains that ended a deadline */
 };
 
 static struct sim *sim_new(unsigned int nt, u32 depth, u64 throttle,
@@ -525,6 +552,7 @@ static struct sim *sim_new(unsigned int nt, u32 depth, u64 throttle,
 	m->antic = antic;
 	m->block = block;
 	m->now = 1000000;
+	m->next_id = 1;
 	return m;
 }
 
@@ -532,6 +560,33 @@ static struct stask *sim_task_of(struct ffq_task *t)
 {
 	return ffq_container_of(t, struct stask, t);
 }
+
+/* Requests of @k in the device whose completion is not posted. */
+static unsigned int sim_live(const struct stask *k)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < k->nf; i++)
+		n += !k->f[i].posted;
+	return n;
+}
+
+static unsigned int sim_live_all(const struct sim *m)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < m->nt; i++)
+		n += sim_live(&m->tk[i]);
+	return n;
+}
+
+/* The model's outstanding requests of @k, posted completions left out. */
+static unsigned int sim_outstanding(const struct stask *k)
+{
+	return k->nq + sim_live(k) + k->nrequeued;
+}
+
+static void sim_drain(struct sim *m);
 
 /* Lazy: before anything but @k's own update, the deferred one's. */
 static void sim_settle(struct sim *m, struct stask *k)
@@ -654,6 +709,7 @@ static u64 sim_arrive(struct sim *m, struct stask *k, u32 charge, u64 svc,
 	CHECK(!(k->t.flags & FFQ_T_EXITED));
 	if (k->nq >= QCAP)
 		abort();
+	sim_drain(m);
 	sim_settle(m, k);
 	if (m->s.deferred)
 		m->fulfilled++;
@@ -670,6 +726,8 @@ static u64 sim_arrive(struct sim *m, struct stask *k, u32 charge, u64 svc,
 	r->svc = svc;
 	r->sync = sync;
 	r->done = 0;
+	r->id = m->next_id++;
+	r->posted = false;
 	k->nq++;
 	sim_facts(m, k);
 	ffq_update(&m->s, &k->t);
@@ -687,6 +745,7 @@ static enum ffq_pick sim_pick(struct sim *m)
 	unsigned int i, j;
 	u64 min = U64_MAX;
 
+	sim_drain(m);
 	sim_settle(m, NULL);
 	p = ffq_pick(&m->s, m->depth, m->throttle, &t, &m->gap);
 	m->npick[p]++;
@@ -747,8 +806,13 @@ static enum ffq_pick sim_pick(struct sim *m)
 	return p;
 }
 
-/* The request @i (in dispatch order) of @k in the device completes. */
-static void sim_complete(struct sim *m, struct stask *k, unsigned int i)
+/*
+ * Apply the completion of request @i (in dispatch order) of @k in the
+ * device, which completed at @at, as the glue does under its lock.
+ * Returns the deadline of the anticipation it started, 0 if none.
+ */
+static u64 sim_apply_done(struct sim *m, struct stask *k, unsigned int i,
+			  u64 at)
 {
 	struct srq r;
 
@@ -761,23 +825,55 @@ static void sim_complete(struct sim *m, struct stask *k, unsigned int i)
 	k->nf--;
 	m->s.inflight--;
 	sim_facts(m, k);
-	m->antic_started = ffq_complete(&k->t, r.sync, m->now, m->antic,
+	m->antic_started = ffq_complete(&k->t, r.sync, at, m->antic,
 					m->block);
 	if (m->lazy && m->antic_started) {
 		ffq_defer(&m->s, &k->t);
 		m->deferred++;
 		/* the deadline is known before the heaps have it */
 		CHECK(ffq_next_deadline(&m->s));
-		return;
+		return ffq_task_deadline(&k->t);
 	}
 	ffq_update(&m->s, &k->t);
 	sim_check(m);
+	return m->antic_started ? ffq_task_deadline(&k->t) : 0;
+}
+
+/*
+ * The request @li of @k in the device, counting those whose completion
+ * is not posted yet (in dispatch order), completes now: applied at once,
+ * or (posted) left in the device for the next section to apply.
+ */
+static void sim_complete(struct sim *m, struct stask *k, unsigned int li)
+{
+	unsigned int i;
+
+	for (i = 0; i < k->nf; i++)
+		if (!k->f[i].posted && !li--)
+			break;
+	CHECK(i < k->nf);
+	if (i >= k->nf)
+		abort();
+	if (!m->posted) {
+		sim_apply_done(m, k, i, m->now);
+		return;
+	}
+	CHECK(m->npost < NPOST);
+	if (m->npost >= NPOST)
+		abort();
+	k->f[i].posted = true;
+	m->post[m->npost++] = (struct spost){ k, k->f[i].id, m->now };
+	m->nposted++;
+	/* nothing changed for the core: its state still checks */
+	if (!m->s.deferred)
+		sim_check(m);
 }
 
 /* A queued request @i of @k is freed without dispatch (merged away). */
 static void sim_remove_queued(struct sim *m, struct stask *k, unsigned int i)
 {
 	CHECK(i < k->nq);
+	sim_drain(m);
 	sim_settle(m, NULL);
 	k->nq--;
 	memmove(&k->q[i], &k->q[i + 1], (k->nq - i) * sizeof(k->q[0]));
@@ -786,18 +882,33 @@ static void sim_remove_queued(struct sim *m, struct stask *k, unsigned int i)
 	sim_check(m);
 }
 
-static void sim_exit(struct sim *m, struct stask *k)
+static void sim_apply_exit(struct sim *m, struct stask *k)
 {
 	sim_settle(m, NULL);
 	ffq_exit(&k->t);
-	k->keep = 0;
-	k->thinker = false;
-	k->next_at = U64_MAX;
 	ffq_update(&m->s, &k->t);
 	sim_check(m);
 }
 
-static void sim_timers(struct sim *m)
+/* @k's context exits: applied at once, or posted (as exit_icq does). */
+static void sim_exit(struct sim *m, struct stask *k)
+{
+	k->exited = true;
+	k->keep = 0;
+	k->thinker = false;
+	k->next_at = U64_MAX;
+	if (!m->posted) {
+		sim_apply_exit(m, k);
+		return;
+	}
+	CHECK(m->npost < NPOST);
+	if (m->npost >= NPOST)
+		abort();
+	m->post[m->npost++] = (struct spost){ k, 0, m->now };
+}
+
+/* End the blocking periods and anticipations due now. */
+static void sim_fire_due(struct sim *m)
 {
 	struct ffq_task *t;
 
@@ -811,10 +922,60 @@ static void sim_timers(struct sim *m)
 	}
 }
 
+static void sim_timers(struct sim *m)
+{
+	sim_drain(m);
+	sim_fire_due(m);
+}
+
+/*
+ * What every section under the glue's lock starts with (ffq_drain()):
+ * apply what was posted, in order, each completion with its own time;
+ * then, if an anticipation it started is over by now, what is due.
+ */
+static void sim_drain(struct sim *m)
+{
+	unsigned int p, i;
+	u64 first = 0;
+
+	for (p = 0; p < m->npost; p++) {
+		struct spost *e = &m->post[p];
+		struct stask *k = e->k;
+		u64 at;
+
+		if (!e->id) {
+			sim_apply_exit(m, k);
+			continue;
+		}
+		for (i = 0; i < k->nf && k->f[i].id != e->id; i++)
+			;
+		CHECK(i < k->nf && k->f[i].posted);
+		if (i >= k->nf)
+			abort();
+		m->batched += p > 0;
+		m->late += e->at < m->now;
+		at = sim_apply_done(m, k, i, e->at);
+		if (at && (!first || at < first))
+			first = at;
+	}
+	m->npost = 0;
+	if (first && first <= m->now) {
+		m->due_at_drain++;
+		sim_fire_due(m);
+	}
+}
+
+/* The earliest deadline, as a section under the lock reads it. */
+static u64 sim_next_deadline(struct sim *m)
+{
+	sim_drain(m);
+	return ffq_next_deadline(&m->s);
+}
+
 /* The closed-loop workload of @k tops up its outstanding requests. */
 static void sim_refill(struct sim *m, struct stask *k)
 {
-	while (k->keep && k->nq + k->nf < k->keep)
+	while (k->keep && k->nq + sim_live(k) < k->keep)
 		sim_arrive(m, k, k->charge, k->svc, k->sync);
 }
 
@@ -844,12 +1005,17 @@ static struct stask *sim_due(struct sim *m, unsigned int *fi)
 	u64 done = m->now + 1;
 
 	for (i = 0; i < m->nt; i++) {
+		unsigned int live = 0;
+
 		for (j = 0; j < m->tk[i].nf; j++) {
+			if (m->tk[i].f[j].posted)
+				continue;
 			if (m->tk[i].f[j].done < done) {
 				done = m->tk[i].f[j].done;
 				first = &m->tk[i];
-				*fi = j;
+				*fi = live;
 			}
+			live++;
 		}
 	}
 	return first;
@@ -873,13 +1039,14 @@ static void sim_run(struct sim *m, unsigned long n)
 			return;
 		for (i = 0; i < m->nt; i++) {
 			for (j = 0; j < m->tk[i].nf; j++)
-				if (m->tk[i].f[j].done < next)
+				if (!m->tk[i].f[j].posted &&
+				    m->tk[i].f[j].done < next)
 					next = m->tk[i].f[j].done;
 			if (m->tk[i].next_at < next)
 				next = m->tk[i].next_at;
 		}
-		if (ffq_next_deadline(&m->s) && ffq_next_deadline(&m->s) < next)
-			next = ffq_next_deadline(&m->s);
+		if (sim_next_deadline(m) && sim_next_deadline(m) < next)
+			next = sim_next_deadline(m);
 		if (next == U64_MAX)
 			return;
 		CHECK(next >= m->now);
@@ -1087,19 +1254,20 @@ static void rand_event(struct sim *m, unsigned long *exits)
 	unsigned int r = rng() % 100, i, j;
 	struct stask *k = &m->tk[rng() % m->nt];
 
+	/* the model's view, the same whether completions are posted */
 	if (r < 30) {
-		if (k->t.flags & FFQ_T_EXITED)
+		if (k->exited)
 			return;
-		if (k - m->tk < 4 ? k->nq < 64 : !k->t.nr_out)
+		if (k - m->tk < 4 ? k->nq < 64 : !sim_outstanding(k))
 			sim_arrive(m, k, 1 + rng() % 5000, 0, rng() % 8 != 0);
 	} else if (r < 60) {
 		sim_pick(m);
 	} else if (r < 86) {
-		if (!m->s.inflight)
+		if (!sim_live_all(m))
 			return;
-		j = rng() % m->s.inflight;
-		for (i = 0; j >= m->tk[i].nf; i++)
-			j -= m->tk[i].nf;
+		j = rng() % sim_live_all(m);
+		for (i = 0; j >= sim_live(&m->tk[i]); i++)
+			j -= sim_live(&m->tk[i]);
 		if (i == 0 && rng() % 20)
 			return;
 		sim_complete(m, &m->tk[i], j);
@@ -1110,10 +1278,10 @@ static void rand_event(struct sim *m, unsigned long *exits)
 		m->now += rng() % 3000;
 		sim_timers(m);
 	} else if (r < 99) {
-		if (ffq_next_deadline(&m->s))
-			m->now = ffq_next_deadline(&m->s);
+		if (sim_next_deadline(m))
+			m->now = sim_next_deadline(m);
 		sim_timers(m);
-	} else if (!(k->t.flags & FFQ_T_EXITED)) {
+	} else if (!k->exited) {
 		sim_exit(m, k);
 		(*exits)++;
 	}
@@ -1137,10 +1305,15 @@ struct rand_cfg {
 struct rand_stats {
 	unsigned long throttled, antic, unblocks, expiries, exits, dispatched;
 	unsigned long deferred, fulfilled;
+	unsigned long posted, batched, late, due_at_drain;
 	u64 hash;
 };
 
-static void rand_run(bool lazy, struct rand_stats *st)
+/*
+ * @lazy: anticipation updates deferred (ffq_defer()); @posted: completions
+ * and exits posted for the next section (ffq_drain()), as the glue does.
+ */
+static void rand_run(bool lazy, bool posted, struct rand_stats *st)
 {
 	static const struct rand_cfg cfg[] = {
 		{ 1, 0, 0, 0 },
@@ -1161,17 +1334,25 @@ static void rand_run(bool lazy, struct rand_stats *st)
 		unsigned int step, i;
 
 		m->lazy = lazy;
+		m->posted = posted;
 		for (step = 0; step < 60000 && !m->failed; step++) {
 			rand_event(m, &st->exits);
-			/* an exited task, all freed: a new one in its place */
+			/*
+			 * An exited task, all freed: a new one in its place,
+			 * once what was posted is applied (the glue frees a
+			 * task only then).
+			 */
 			for (i = 0; i < m->nt; i++) {
 				struct stask *k = &m->tk[i];
 
-				if (!(k->t.flags & FFQ_T_EXITED) ||
-				    ffq_task_active(&k->t))
+				if (!k->exited || sim_outstanding(k))
 					continue;
+				sim_drain(m);
+				sim_settle(m, NULL);
+				CHECK(!ffq_task_active(&k->t));
 				CHECK_EQ(nr_linked(m, k), 0);
 				ffq_task_init(&k->t);
+				k->exited = false;
 				sim_check(m);
 			}
 		}
@@ -1180,7 +1361,7 @@ static void rand_run(bool lazy, struct rand_stats *st)
 			bool any = false;
 
 			for (i = 0; i < m->nt; i++) {
-				while (m->tk[i].nf) {
+				while (sim_live(&m->tk[i])) {
 					sim_complete(m, &m->tk[i], 0);
 					any = true;
 				}
@@ -1189,14 +1370,15 @@ static void rand_run(bool lazy, struct rand_stats *st)
 			}
 			while (sim_pick(m) == FFQ_PICK_TASK)
 				any = true;
-			if (ffq_next_deadline(&m->s)) {
-				m->now = ffq_next_deadline(&m->s);
+			if (sim_next_deadline(m)) {
+				m->now = sim_next_deadline(m);
 				sim_timers(m);
 				any = true;
 			}
 			if (!any)
 				break;
 		}
+		sim_drain(m);
 		sim_settle(m, NULL);
 		CHECK_EQ(m->s.inflight, 0);
 		CHECK_EQ(m->s.vtime, m->s.max_finish);
@@ -1209,6 +1391,10 @@ static void rand_run(bool lazy, struct rand_stats *st)
 		st->dispatched += m->ndisp;
 		st->deferred += m->deferred;
 		st->fulfilled += m->fulfilled;
+		st->posted += m->nposted;
+		st->batched += m->batched;
+		st->late += m->late;
+		st->due_at_drain += m->due_at_drain;
 		st->hash = st->hash * 1000003 + m->hash;
 		free(m);
 	}
@@ -1218,7 +1404,7 @@ TEST(vtime_is_min_outstanding_start_random)
 {
 	struct rand_stats st;
 
-	rand_run(false, &st);
+	rand_run(false, false, &st);
 	/* the run went through every path */
 	CHECK(st.throttled > 1000);
 	CHECK(st.antic > 1000);
@@ -1239,8 +1425,8 @@ TEST(deferred_anticipation_changes_nothing_random)
 {
 	struct rand_stats eager, lazy;
 
-	rand_run(false, &eager);
-	rand_run(true, &lazy);
+	rand_run(false, false, &eager);
+	rand_run(true, false, &lazy);
 	CHECK_EQ(lazy.hash, eager.hash);
 	CHECK_EQ(lazy.dispatched, eager.dispatched);
 	CHECK_EQ(lazy.throttled, eager.throttled);
@@ -1253,6 +1439,95 @@ TEST(deferred_anticipation_changes_nothing_random)
 	CHECK(lazy.fulfilled > 100);
 	printf("# random run: %lu dispatches, %lu deferred anticipations, %lu fulfilled by their task\n",
 	       lazy.dispatched, lazy.deferred, lazy.fulfilled);
+}
+
+/*
+ * The same random run as the glue goes: completions and exits posted
+ * without the lock and applied by the next section under it, in posting
+ * order, each completion with its own time (ffq_drain()), anticipation
+ * updates deferred too.  Every dispatch, start tag and virtual time the
+ * same as with each completion applied at once, sim_check() passing
+ * after every event (a posted completion changes nothing the core has),
+ * and the paths taken: completions applied several in one section, after
+ * the clock moved on, and an anticipation started that late already over.
+ */
+TEST(posted_completions_change_nothing_random)
+{
+	struct rand_stats eager, posted;
+
+	rand_run(false, false, &eager);
+	rand_run(true, true, &posted);
+	CHECK_EQ(posted.hash, eager.hash);
+	CHECK_EQ(posted.dispatched, eager.dispatched);
+	CHECK_EQ(posted.throttled, eager.throttled);
+	CHECK_EQ(posted.antic, eager.antic);
+	CHECK_EQ(posted.unblocks, eager.unblocks);
+	CHECK_EQ(posted.expiries, eager.expiries);
+	CHECK_EQ(posted.exits, eager.exits);
+	CHECK_EQ(eager.posted, 0);
+	CHECK(posted.posted > 10000);
+	CHECK(posted.batched > 1000);
+	CHECK(posted.late > 1000);
+	CHECK(posted.due_at_drain > 10);
+	printf("# random run: %lu completions posted, %lu applied after another in one section, %lu after the clock moved, %lu sections ended an anticipation so started\n",
+	       posted.posted, posted.batched, posted.late,
+	       posted.due_at_drain);
+}
+
+/*
+ * One light task's completion, then three of a heavy one's, then nothing
+ * until after the light task's anticipation deadline, when its next
+ * request comes: its start tag, and virtual time then.  @posted: the
+ * completions posted and applied by that request's section (which is
+ * late), else applied at once and the timer fired after the deadline.
+ */
+static u64 late_section_tag(bool posted, u64 *vtime)
+{
+	struct sim *m = sim_new(2, 4, 0, 10000, 0);
+	struct stask *a = &m->tk[0], *b = &m->tk[1];
+	unsigned int i;
+	u64 start;
+
+	m->lazy = posted;
+	m->posted = posted;
+	sim_arrive(m, a, 1000, 0, true);
+	for (i = 0; i < 4; i++)
+		sim_arrive(m, b, 1000, 0, false);
+	/* a(0), b(0), b(1000), b(2000) in the device, b(3000) queued */
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+	m->now += 1000;
+	sim_complete(m, a, 0);		/* anticipated at 1000 for 10 us */
+	m->now += 4000;
+	for (i = 0; i < 3; i++)
+		sim_complete(m, b, 0);
+	m->now += 7000;			/* 1 us past a's deadline */
+	if (!posted)
+		sim_timers(m);
+	start = sim_arrive(m, a, 1000, 0, true);
+	*vtime = m->s.vtime;
+	CHECK_EQ(m->expiries, 1);
+	CHECK(!m->failed);
+	free(m);
+	return start;
+}
+
+/*
+ * A completion applied only after its anticipation's deadline passed
+ * (nothing took the lock meanwhile) starts that anticipation with its own
+ * time, and the section applying it ends it before anything else: the
+ * task's next request is tagged at virtual time, which the other task's
+ * completions moved past its last finish tag, as with the completion
+ * applied at once and the timer fired at the deadline, not at that last
+ * finish tag (a cancelled anticipation's place).
+ */
+TEST(late_section_ends_a_passed_anticipation_first)
+{
+	u64 v_eager, v_posted;
+
+	CHECK_EQ(late_section_tag(false, &v_eager), 3000);
+	CHECK_EQ(late_section_tag(true, &v_posted), 3000);
+	CHECK_EQ(v_posted, v_eager);
 }
 
 /* ---- dispatch ---- */
@@ -2252,6 +2527,8 @@ UNIT_MAIN(
 	UNIT(vtime_held_by_slow_request_in_device),
 	UNIT(vtime_is_min_outstanding_start_random),
 	UNIT(deferred_anticipation_changes_nothing_random),
+	UNIT(posted_completions_change_nothing_random),
+	UNIT(late_section_ends_a_passed_anticipation_first),
 	UNIT(dispatch_in_start_tag_order),
 	UNIT(dispatch_stops_at_depth),
 	UNIT(throttle_holds_a_task_too_far_ahead),
