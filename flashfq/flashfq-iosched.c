@@ -452,23 +452,28 @@ static void ffq_tq_init(struct ffq_tq *tq, pid_t pid)
 	tq->service = 0;
 }
 
+/* ffq_tq_put()'s last reference went. */
+static noinline void ffq_tq_free(struct ffq_tq *tq)
+{
+	WARN_ONCE(ffq_task_active(&tq->task) || tq->task.heaps ||
+		  !list_empty(&tq->active_node) || !list_empty(&tq->fifo) ||
+		  !list_empty(&tq->inflight),
+		  "flashfq: task %d freed while active\n", tq->pid);
+	kfree(tq);
+}
+
 /*
  * Drop a reference to @tq; the last frees it.  Whatever the context: the
  * last reference goes only once the task is in no heap, list, slot or
  * record (its requests' after their completions were applied, a posted
  * notice's after it was, and its exit, which ends its anticipation, was
  * posted before the io_cq's went), so nothing else can reach it.
- * fd->anon's own reference is never dropped.
+ * fd->anon's own reference is never dropped.  Inline: once a request.
  */
-static void ffq_tq_put(struct ffq_tq *tq)
+static inline void ffq_tq_put(struct ffq_tq *tq)
 {
-	if (!refcount_dec_and_test(&tq->ref))
-		return;
-	WARN_ONCE(ffq_task_active(&tq->task) || tq->task.heaps ||
-		  !list_empty(&tq->active_node) || !list_empty(&tq->fifo) ||
-		  !list_empty(&tq->inflight),
-		  "flashfq: task %d freed while active\n", tq->pid);
-	kfree(tq);
+	if (refcount_dec_and_test(&tq->ref))
+		ffq_tq_free(tq);
 }
 
 /* The tunables in the core's units. */
@@ -810,7 +815,10 @@ static noinline void __ffq_drain(struct ffq_data *fd)
 	u64 first = 0;
 	bool due;
 
-	node = llist_reverse_order(llist_del_all(&fd->done));
+	node = llist_del_all(&fd->done);
+	/* in posting order; mostly one completion, as good reversed */
+	if (node && node->next)
+		node = llist_reverse_order(node);
 	llist_for_each_safe(node, next, node) {
 		struct ffq_rec *rec = container_of(node, struct ffq_rec, node);
 		u64 at;
