@@ -24,44 +24,33 @@ def gap_for_target(p999: dict[int, float], bw: dict[int, float]) -> tuple[int, i
     The p99.9s are first made monotonic (each bound's is at least the
     largest of the bounds below it, tail_floor()): a larger bound cannot
     have a shorter tail than a smaller one, and a short run's p99.9 is near
-    its largest sample.  Where one measured shorter, that was the host's
-    noise (in CI's busy host: 11.9 ms for bound 4 against bound 1's 15.4,
-    then 16.7 ms for bound 4 in the next run), and a target set between 4
-    and 8 sat on the floor of that noise.
+    its largest sample: where one measured shorter, that was the host's
+    noise, and a target set from it would sit on the floor of that noise.
 
     The target is taken below every measured p99.9 from the upper bound
     up (tail_ceiling()), so that `bench select` picks a bound below the
-    upper one.  In CI on 6.1 a larger bound's p99.9 once came out shorter
-    than a smaller one's, under a target set from the floored value:
-    select picked bound 32, the largest there is, and adaptive K2 (up to
-    32) could not deliver more than it (9286 against 9358 KiB/s).
+    upper one: were a larger bound's p99.9 to come out under the target,
+    select could pick the largest bound, which adaptive K2 (up to 32)
+    cannot out-deliver.
 
     The candidate gaps are those whose target is clear of the floor, at
     least FLOOR_TIMES bound 1's p99.9; without one, the highest gap.  Bound
     1's p99.9 is that floor: one request's device time and what the host
-    adds to fio's latencies, not to K2's estimate.  In CI (6.1, beside the
-    static, unit and debug tiers) a 17.6 ms target between bounds 4 and 8
-    was kept by K2's estimate and missed by fio's, 22.9 ms (1.31 of it); at
-    FLOOR_TIMES bound 1's p99.9 what the host adds is a small part of the
-    target.
+    adds to fio's latencies, not to K2's estimate; at FLOOR_TIMES bound 1's
+    p99.9 what the host adds is a small part of the target.
 
     Of the candidates, the wide ones (upper p99.9 at least WIDE the lower's,
     so that the target falls clearly above the lower one's, whatever the
     noise) compete on the bandwidth the device gains from the lower bound to
     the upper; without a wide one, the gap with the largest ratio of p99.9s
     wins, the one that leaves the controller the most room above the lower
-    bound.  (In CI on 6.12 the sweep once had no wide gap at all: 14.5,
-    15.4, 22.2 and 27.9 ms for bounds 1 to 8, and the test stopped there.)
+    bound.
 
     Only gaps whose upper bound delivered GAINS times the lower's bandwidth
     or more take part (all of them if none did): `bench select` picks the
     lower bound, and where the device gives no more above it, no bound
-    adaptive K2 can choose out-delivers it.  On 6.1 a sweep once had bound
-    1's p99.9 at 19.5 ms (2's 13.6), so that no gap was clear of the floor,
-    and the highest, 16-32, had bound 32 at 0.94 times 16's bandwidth:
-    with a 40.1 ms target select picked 16, at the device's peak (6.82
-    MiB/s in the run after), and adaptive K2, met with room to spare (28.8
-    ms in the block layer), delivered 6.20."""
+    adaptive K2 can choose out-delivers it.  git log of this file has the
+    sweeps that led to each rule."""
     f, c = tail_floor(p999), tail_ceiling(p999)
     gaps = list(zip(SWEEP, SWEEP[1:]))
     gaps = [(lo, hi) for lo, hi in gaps if bw[hi] >= GAINS * bw[lo]] or gaps
