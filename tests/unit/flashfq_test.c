@@ -1416,6 +1416,22 @@ TEST(vtime_is_min_outstanding_start_random)
 }
 
 /*
+ * Two random runs made the same decisions: the hash of every dispatch,
+ * start tag and virtual time, and the counts of each kind of event.
+ */
+static void check_same_decisions(const struct rand_stats *got,
+				 const struct rand_stats *want)
+{
+	CHECK_EQ(got->hash, want->hash);
+	CHECK_EQ(got->dispatched, want->dispatched);
+	CHECK_EQ(got->throttled, want->throttled);
+	CHECK_EQ(got->antic, want->antic);
+	CHECK_EQ(got->unblocks, want->unblocks);
+	CHECK_EQ(got->expiries, want->expiries);
+	CHECK_EQ(got->exits, want->exits);
+}
+
+/*
  * The same random run with the glue's deferred anticipation updates
  * (ffq_defer()): every dispatch, start tag and virtual time the same as
  * with each update made at once, and sim_check() passing after every
@@ -1427,13 +1443,7 @@ TEST(deferred_anticipation_changes_nothing_random)
 
 	rand_run(false, false, &eager);
 	rand_run(true, false, &lazy);
-	CHECK_EQ(lazy.hash, eager.hash);
-	CHECK_EQ(lazy.dispatched, eager.dispatched);
-	CHECK_EQ(lazy.throttled, eager.throttled);
-	CHECK_EQ(lazy.antic, eager.antic);
-	CHECK_EQ(lazy.unblocks, eager.unblocks);
-	CHECK_EQ(lazy.expiries, eager.expiries);
-	CHECK_EQ(lazy.exits, eager.exits);
+	check_same_decisions(&lazy, &eager);
 	/* both ends of the path were taken, many times */
 	CHECK(lazy.deferred > 1000);
 	CHECK(lazy.fulfilled > 100);
@@ -1457,13 +1467,7 @@ TEST(posted_completions_change_nothing_random)
 
 	rand_run(false, false, &eager);
 	rand_run(true, true, &posted);
-	CHECK_EQ(posted.hash, eager.hash);
-	CHECK_EQ(posted.dispatched, eager.dispatched);
-	CHECK_EQ(posted.throttled, eager.throttled);
-	CHECK_EQ(posted.antic, eager.antic);
-	CHECK_EQ(posted.unblocks, eager.unblocks);
-	CHECK_EQ(posted.expiries, eager.expiries);
-	CHECK_EQ(posted.exits, eager.exits);
+	check_same_decisions(&posted, &eager);
 	CHECK_EQ(eager.posted, 0);
 	CHECK(posted.posted > 10000);
 	CHECK(posted.batched > 1000);
