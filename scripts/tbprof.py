@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -653,25 +653,25 @@ def main(argv: list[str] | None = None) -> int:
     trigger = CACHE / f"trigger-{os.getpid()}"
     snap = CACHE / f"snapshot-{os.getpid()}"
 
+    def wait_for(done: Callable[[], bool], failure: str) -> None:
+        """Poll the plugin's side of the trigger file for up to 120 s."""
+        deadline = time.monotonic() + 120
+        while not done():
+            if time.monotonic() > deadline:
+                raise RuntimeError(failure)
+            time.sleep(0.05)
+
     def snapshot() -> Snapshot:
         snap.unlink(missing_ok=True)
         trigger.write_text(f"{snap}\n")
-        deadline = time.monotonic() + 120
-        while not snap.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the plugin wrote no snapshot (is it loaded?)")
-            time.sleep(0.05)
+        wait_for(snap.exists, "the plugin wrote no snapshot (is it loaded?)")
         out = parse_snapshot(snap.read_text())
         snap.unlink()
         return out
 
     def set_primitives(command: str) -> None:
         trigger.write_text(command)
-        deadline = time.monotonic() + 120
-        while trigger.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the plugin did not take the lock primitives")
-            time.sleep(0.05)
+        wait_for(lambda: not trigger.exists(), "the plugin did not take the lock primitives")
 
     params = " ".join(f"{k}={v}" for k, v in NULL_BLK.items())
     job = (f"fio --name=j --filename=/dev/nullb0 --direct=1 --ioengine=io_uring "
@@ -682,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     with booted(a.kernel, build=not a.no_build, smp=1, icount=3,
                 extra_qemu=["-plugin", plugin_args]) as target:
         vm = target.vm
-        mods = " ".join(f"modprobe {m};" for m in modules.elevators().values())
+        mods = " ".join(f"modprobe {m};" for m in mods_of.values())
         r = vm.run(f"modprobe null_blk {params} && {mods} "
                    "echo 0 > /proc/sys/kernel/kptr_restrict && grep -F '[' /proc/kallsyms")
         if not r.ok:
