@@ -414,6 +414,17 @@ static inline struct cars_place cars_place(const struct cars_sched *s,
 	return pl;
 }
 
+/*
+ * cars_place_die() - the die of the @i-th page of a request placed at @pl,
+ * of @nr_dies: pages are striped over consecutive dies from pl->die, so
+ * for i < pl->ndies, the request's @i-th die.
+ */
+static inline u32 cars_place_die(const struct cars_place *pl, u32 i,
+				 u32 nr_dies)
+{
+	return (pl->die + i) % nr_dies;
+}
+
 static inline u32 cars_region(const struct cars_sched *s, u64 sector)
 {
 	u64 r = cars_div64(sector, s->p.cmt_region_sectors);
@@ -634,7 +645,7 @@ static inline struct cars_place cars_dispatched(struct cars_sched *s,
 			s->st.map_misses++;
 	}
 	for (i = 0; i < pl.ndies; i++) {
-		struct cars_die *d = &s->die[(pl.die + i) % s->p.nr_dies];
+		struct cars_die *d = &s->die[cars_place_die(&pl, i, s->p.nr_dies)];
 		u32 pages = pl.npages / s->p.nr_dies +
 			    (i < pl.npages % s->p.nr_dies ? 1 : 0);
 		u64 start = d->nreq && d->busy_until > now ? d->busy_until : now;
@@ -647,7 +658,8 @@ static inline struct cars_place cars_dispatched(struct cars_sched *s,
 	}
 	if (op == CARS_OP_WRITE) {
 		for (i = 0; i < pl.npages; i++)
-			if (cars_map_set(&s->map, page + i, (pl.die + i) % s->p.nr_dies))
+			if (cars_map_set(&s->map, page + i,
+					 cars_place_die(&pl, i, s->p.nr_dies)))
 				s->st.map_evictions++;
 		s->wp = cars_mod64((u64)s->wp + pl.npages, s->p.nr_dies);
 	}
@@ -665,21 +677,42 @@ static inline struct cars_place cars_dispatched(struct cars_sched *s,
 }
 
 /*
+ * cars_completed_on() - @n requests with a reservation on die @die
+ * finished (or left the device otherwise) by @now: a die left with no
+ * request predicted on it is idle at once, whatever its estimate said.
+ * The glue counts completions per die without its lock and applies each
+ * die's count in one call; that is the same as @n cars_completed() calls
+ * of placements on @die.  A die the geometry no longer has (nr_dies made
+ * smaller meanwhile) is ignored, and no count goes below zero: requests
+ * in flight across cars_reset_geometry() give back reservations it forgot.
+ */
+static inline void cars_completed_on(struct cars_sched *s, u32 die, u32 n,
+				     u64 now)
+{
+	struct cars_die *d;
+
+	if (die >= s->p.nr_dies || !n)
+		return;
+	d = &s->die[die];
+	if (!d->nreq)
+		return;
+	d->nreq = n < d->nreq ? d->nreq - n : 0;
+	if (!d->nreq && d->busy_until > now)
+		d->busy_until = now;
+}
+
+/*
  * cars_completed() - a request placed at @pl finished (or left the device
- * otherwise) at @now: a die with no other request predicted on it is idle
- * at once, whatever its estimate said.
+ * otherwise) at @now: cars_completed_on() each of its dies.
  */
 static inline void cars_completed(struct cars_sched *s,
 				  const struct cars_place *pl, u64 now)
 {
 	u32 i;
 
-	for (i = 0; i < pl->ndies; i++) {
-		struct cars_die *d = &s->die[(pl->die + i) % s->p.nr_dies];
-
-		if (d->nreq && !--d->nreq && d->busy_until > now)
-			d->busy_until = now;
-	}
+	for (i = 0; i < pl->ndies; i++)
+		cars_completed_on(s, cars_place_die(pl, i, s->p.nr_dies), 1,
+				  now);
 }
 
 /*

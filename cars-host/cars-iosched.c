@@ -17,17 +17,17 @@
  *
  * Locking
  * -------
- * cd->lock protects struct cars_data from @s to @stats and every flow's
- * state, and is the dispatch lock of the per-CPU dispatch batch records
- * (cd->batch: elevator/iosched-batch.h).  finish_request and
- * requeue_request can run in hard interrupt context, so it is taken with
- * interrupts off: spin_lock_irq() in insert,
- * dispatch, bio_merge, sysfs and debugfs, spin_lock_irqsave() in finish,
- * requeue and the hrtimer.  The merge callbacks run under it (called from
- * blk_mq_sched_try_merge() and blk_mq_sched_try_insert_merge() with it
- * held).  It is never held while running the hardware queues (which can
- * take the queue lock, held around io_cq creation) nor in hrtimer_cancel().
- * The queues are device-wide: QUEUE_FLAG_SQ_SCHED as mq-deadline.
+ * cd->lock protects struct cars_data from @s to @counts and every flow's
+ * state but @completed, and is the dispatch lock of the per-CPU dispatch
+ * batch records (cd->batch: elevator/iosched-batch.h).  It is taken in
+ * task context only (insert, dispatch, bio_merge, sysfs, debugfs), with
+ * spin_lock(): finish_request, requeue_request and the hrtimer, which can
+ * run in hard interrupt context, do not take it (see "Completions").  The
+ * merge callbacks run under it (called from blk_mq_sched_try_merge() and
+ * blk_mq_sched_try_insert_merge() with it held).  It is never held while
+ * running the hardware queues (which can take the queue lock, held around
+ * io_cq creation) nor in hrtimer_cancel().  The queues are device-wide:
+ * QUEUE_FLAG_SQ_SCHED as mq-deadline.
  *
  * Flows
  * -----
@@ -54,12 +54,30 @@
  * first, uncounted.  Merges: back merges through the elevator hash, any
  * flows; a request merged away leaves its flow's FIFO in requests_merged.
  *
+ * Completions
+ * -----------
+ * finish_request (and requeue_request of a request that gives its
+ * reservations back) takes no lock: it posts the release in struct
+ * cars_posted, lock-free (cars_post_release()): one count per die the
+ * request was placed on, a bit marking the die, and the total released.
+ * The next holder of cd->lock applies the die counts to the die model
+ * before deciding anything (cars_apply_posted(): one cars_completed_on()
+ * per die), and the requests in flight are @placed less @released, so a
+ * completion is seen by the depth bound as soon as it is posted.  A die
+ * is then predicted idle from the next dispatch on rather than from the
+ * completion itself: no decision is made in between.
+ *
  * Restart
  * -------
  * Requests held back (depth, or every head conflicting) keep has_work
- * true and set CARS_HELD; a completion or requeue re-runs the queues, and
- * the hrtimer, armed for the earliest time a predicted die frees or a
- * held request's max_hold_us ends, re-runs them then.
+ * true and set CARS_HELD (an atomic bit: the posters test it without the
+ * lock); a release posted takes the bit and re-runs the queues, and the
+ * hrtimer, armed for the earliest time a predicted die frees or a held
+ * request's max_hold_us ends, takes it and re-runs them then.  A release
+ * posted while dispatch decided to hold may not see the bit yet: dispatch
+ * sets the bit, and, after a full barrier, looks again at @released; the
+ * poster counts @released and, after a full barrier, tests the bit; one of
+ * the two sees the other (cars_hold()).
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -109,7 +127,7 @@ struct cars_flow {
 	pid_t pid;			/* constant: the context's creator */
 	u32 queued;
 	u64 dispatched;
-	u64 completed;
+	atomic64_t completed;		/* lock-free: finish_request */
 };
 
 struct cars_icq {
@@ -121,8 +139,6 @@ struct cars_icq {
 /* Counters kept under cd->lock; debugfs "counters". */
 struct cars_counts {
 	u64 dispatched;
-	u64 completed;
-	u64 requeued;
 	u64 merged;
 	u64 bypassed;
 	u64 held_depth;		/* dispatch calls held by the depth */
@@ -132,6 +148,20 @@ struct cars_counts {
 
 enum {
 	CARS_HELD,		/* dispatch held queued requests back */
+};
+
+/*
+ * Releases of die reservations posted without cd->lock ("Completions"):
+ * written by cars_post_release() in any context, read and emptied by the
+ * holder of cd->lock (cars_apply_posted()).
+ */
+struct cars_posted {
+	atomic_t done[CARS_MAX_DIES];	/* per die: releases not applied */
+	/* dies whose @done may be non-zero: set after it, taken before it */
+	unsigned long dies[BITS_TO_LONGS(CARS_MAX_DIES)];
+	atomic64_t released;		/* requests released, since init */
+	atomic64_t requeued;		/* requeue_request calls counted */
+	atomic64_t requeue_released;	/* ... that released a request */
 };
 
 struct cars_data {
@@ -148,16 +178,21 @@ struct cars_data {
 	unsigned int queued;		/* requests queued; also read
 					 * locklessly by has_work, bio_merge
 					 */
-	unsigned int inflight;		/* requests holding a slot */
-	unsigned long flags;		/* CARS_HELD */
+	u64 placed;			/* requests given a slot, since init;
+					 * also read locklessly by traces
+					 */
+	unsigned long flags;		/* CARS_HELD: atomic bit operations */
 	struct hrtimer timer;		/* earliest die free / hold end */
-	u64 timer_at;			/* when it is armed for, 0: not */
+	u64 timer_at;			/* when it was last armed for, 0: not */
 	struct cars_counts counts;
 	struct cars_head heads[CARS_SCAN];	/* dispatch's scratch */
 	struct cars_flow *head_flow[CARS_SCAN];
 	struct request *head_rq[CARS_SCAN];
 	void *map_mem;			/* constant: the record's memory */
 	void *cmt_mem;			/* constant: the cache model's */
+
+	/* lock-free: see struct cars_posted */
+	struct cars_posted posted ____cacheline_aligned_in_smp;
 
 	/* Tunables in their sysfs units: under cd->lock (see cars_apply()). */
 	unsigned int nr_dies;
@@ -219,7 +254,7 @@ static void cars_flow_init(struct cars_flow *f, pid_t pid)
 	f->pid = pid;
 	f->queued = 0;
 	f->dispatched = 0;
-	f->completed = 0;
+	atomic64_set(&f->completed, 0);
 }
 
 static enum cars_op cars_rq_op(struct request *rq)
@@ -266,37 +301,31 @@ static struct cars_params cars_params_of(struct cars_data *cd)
 }
 
 /*
- * A tunable changed: the core's parameters follow; @geometry (dies, page
- * size) forgets the die states and the record of writes, @cache (regions,
- * region size) empties the cache model.
+ * Arm the hrtimer for @at (ns, CLOCK_MONOTONIC) unless it is queued for
+ * an earlier time.  The callback takes no lock and leaves @timer_at as it
+ * is, so a timer no longer queued is armed again: one that fired a moment
+ * ago has re-run the queues or is about to.
  */
-static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
-{
-	lockdep_assert_held(&cd->lock);
-
-	cd->s.p = cars_params_of(cd);
-	if (geometry)
-		cars_reset_geometry(&cd->s, cd->map_mem, CARS_MAP_CHUNKS);
-	if (cache)
-		cars_set_cache(&cd->s, cd->cmt_mem, cd->cmt_regions);
-}
-
-/* Arm the hrtimer for @at (ns, CLOCK_MONOTONIC) unless armed earlier. */
 static void cars_arm_timer(struct cars_data *cd, u64 at)
 {
 	lockdep_assert_held(&cd->lock);
 
-	if (!at || (cd->timer_at && cd->timer_at <= at))
+	if (!at || (cd->timer_at && cd->timer_at <= at &&
+		    hrtimer_is_queued(&cd->timer)))
 		return;
 	cd->timer_at = at;
 	hrtimer_start(&cd->timer, ns_to_ktime(at), HRTIMER_MODE_ABS);
 }
 
+/*
+ * Whether dispatch held requests back since the flag was last taken; any
+ * context, lock-free.  The caller's posting is ordered before the test by
+ * a full barrier (see "Restart").
+ */
 static bool cars_take_held(struct cars_data *cd)
 {
-	lockdep_assert_held(&cd->lock);
-
-	return __test_and_clear_bit(CARS_HELD, &cd->flags);
+	return test_bit(CARS_HELD, &cd->flags) &&
+	       test_and_clear_bit(CARS_HELD, &cd->flags);
 }
 
 /* Re-run the hardware queues, never under cd->lock (see "Locking"). */
@@ -308,36 +337,123 @@ static void cars_kick(struct cars_data *cd, bool held)
 		blk_mq_run_hw_queues(cd->q, true);
 }
 
-/* cars_release() of a request placed in the device (its @word). */
-static noinline void __cars_release(struct cars_data *cd, struct request *rq,
-				    u64 word, struct cars_place *pl)
+/* Requests holding a slot, as this CPU sees them: any context. */
+static u64 cars_inflight(struct cars_data *cd)
 {
-	*pl = cars_rq_place(word);
-	cars_completed(&cd->s, pl, ktime_get_ns());
-	cars_rq_put(rq, word & CARS_RQ_FLAGS);
-	if (WARN_ONCE(!cd->inflight, "cars: %s: in-flight count below zero\n",
-		      cars_disk_name(cd)))
-		return;
-	cd->inflight--;
+	return READ_ONCE(cd->placed) - atomic64_read(&cd->posted.released);
 }
 
 /*
- * Give back @rq's slot and die reservations, if it holds them (true), and
- * say where it was placed in @pl.  The test is inline: an insertion
- * almost never finds a request placed.
+ * cars_post_release() - the request whose placement word is @word gives
+ * back its slot and die reservations: count them in cd->posted for the
+ * next holder of cd->lock ("Completions").  Any context, lock-free; the
+ * caller owns the request (it is in no list of CARS's).  The dies are
+ * those of the geometry in force now (read once): a geometry changed
+ * since the dispatch forgot the reservations, and cars_completed_on()
+ * ignores a release it cannot match.  Ordered before the caller's
+ * cars_take_held() by a full barrier.
  */
-static __always_inline bool cars_release(struct cars_data *cd,
-					 struct request *rq,
-					 struct cars_place *pl)
+static void cars_post_release(struct cars_data *cd, u64 word)
+{
+	struct cars_posted *pd = &cd->posted;
+	struct cars_place pl = cars_rq_place(word);
+	u32 nr = READ_ONCE(cd->s.p.nr_dies);
+	u32 i, die;
+
+	for (i = 0; i < pl.ndies; i++) {
+		die = cars_place_die(&pl, i, nr);
+		atomic_inc(&pd->done[die]);
+		/* pairs with cars_apply_posted(): count, then mark the die */
+		smp_mb__after_atomic();
+		if (!test_bit(die, pd->dies))
+			set_bit(die, pd->dies);
+	}
+	atomic64_inc(&pd->released);
+	/* the release counted before the caller's test: pairs with cars_hold() */
+	smp_mb__after_atomic();
+}
+
+/*
+ * Apply the releases posted since the last call to the die model: the
+ * first thing every section under cd->lock that reads the dies does.
+ * Each marked die's count is taken after its mark (a full barrier each),
+ * so a count posted after the mark was taken leaves the die marked.
+ */
+static void cars_apply_posted(struct cars_data *cd)
+{
+	struct cars_posted *pd = &cd->posted;
+	unsigned long mask;
+	u64 now = 0;
+	u32 w, b;
+
+	lockdep_assert_held(&cd->lock);
+
+	for (w = 0; w < ARRAY_SIZE(pd->dies); w++) {
+		if (!READ_ONCE(pd->dies[w]))
+			continue;
+		mask = xchg(&pd->dies[w], 0);
+		if (!now)
+			now = ktime_get_ns();
+		for_each_set_bit(b, &mask, BITS_PER_LONG) {
+			u32 die = w * BITS_PER_LONG + b;
+
+			cars_completed_on(&cd->s, die,
+					  atomic_xchg(&pd->done[die], 0), now);
+		}
+	}
+}
+
+/*
+ * A tunable changed: the core's parameters follow; @geometry (dies, page
+ * size) forgets the die states and the record of writes, @cache (regions,
+ * region size) empties the cache model.
+ */
+static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
+{
+	lockdep_assert_held(&cd->lock);
+
+	/* releases posted for the old geometry go to it, not the new one */
+	if (geometry)
+		cars_apply_posted(cd);
+	cd->s.p = cars_params_of(cd);
+	if (geometry)
+		cars_reset_geometry(&cd->s, cd->map_mem, CARS_MAP_CHUNKS);
+	if (cache)
+		cars_set_cache(&cd->s, cd->cmt_mem, cd->cmt_regions);
+}
+
+/*
+ * Dispatch holds queued requests back: set CARS_HELD for the next release
+ * posted or the hrtimer to take.  Returns whether a release was posted
+ * since @released was read, whose poster may have tested the flag before
+ * it was set: the caller then applies the postings and decides again.
+ */
+static bool cars_hold(struct cars_data *cd, s64 released)
+{
+	lockdep_assert_held(&cd->lock);
+
+	set_bit(CARS_HELD, &cd->flags);
+	/* pairs with cars_post_release(): the flag set before the read */
+	smp_mb__after_atomic();
+	return atomic64_read(&cd->posted.released) != released;
+}
+
+/*
+ * A request inserted still placed (no known path does this: a requeue
+ * either keeps the placement, RQF_DONTPREP, or gives it back) gives it
+ * back as a completion would; the queues run after an insertion anyway.
+ */
+static __always_inline void cars_release(struct cars_data *cd,
+					 struct request *rq)
 {
 	u64 word = cars_rq_get(rq);
 
 	lockdep_assert_held(&cd->lock);
 
-	if (!(word & CARS_RQ_PLACED))
-		return false;
-	__cars_release(cd, rq, word, pl);
-	return true;
+	if (likely(!(word & CARS_RQ_PLACED)))
+		return;
+	cars_rq_put(rq, word & CARS_RQ_FLAGS);
+	cars_post_release(cd, word);
 }
 
 /* Take @rq off its flow: inline at dispatch, a call from the merge path. */
@@ -366,7 +482,6 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 				struct list_head *free)
 {
 	struct request_queue *q = cd->q;
-	struct cars_place pl;
 	struct cars_flow *f;
 	bool at_head;
 	u64 word;
@@ -380,8 +495,7 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 		return;
 	}
 	f = cars_rq_flow(cd, rq);
-	/* no known path inserts a request still holding a slot */
-	cars_release(cd, rq, &pl);
+	cars_release(cd, rq);
 	word = cars_rq_get(rq);
 	at_head = word & CARS_RQ_OWNED;
 	if (at_head) {
@@ -412,7 +526,7 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 	LIST_HEAD(free);
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	while (!list_empty(list)) {
 		struct request *rq;
 
@@ -420,7 +534,7 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 		list_del_init(&rq->queuelist);
 		cars_insert_request(cd, rq, &free);
 	}
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 
 	compat_free_requests(&free);
 }
@@ -430,9 +544,13 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
  * dispatch batch (NULL: none, or any may follow); the pick of a request
  * of another ends the batch, so that the requests reach the device in the
  * order their dies were predicted in (elevator/iosched-batch.h).
+ * @released: cd->posted.released, read before the postings were applied.
+ * Sets *@again when it held requests back as a release was posted: the
+ * caller applies it and decides again (cars_hold()).
  */
 static struct request *__cars_dispatch_request(struct cars_data *cd,
-					       const struct blk_mq_hw_ctx *batch)
+					       const struct blk_mq_hw_ctx *batch,
+					       s64 released, bool *again)
 {
 	struct cars_choice c;
 	struct cars_place pl;
@@ -452,9 +570,10 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	}
 	if (list_empty(&cd->rr))
 		return NULL;
-	if (cd->inflight >= cars_cur_depth(cd)) {
-		cd->counts.held_depth++;
-		__set_bit(CARS_HELD, &cd->flags);
+	if (cd->placed - released >= cars_cur_depth(cd)) {
+		*again = cars_hold(cd, released);
+		if (!*again)
+			cd->counts.held_depth++;
 		return NULL;
 	}
 	list_for_each_entry(f, &cd->rr, rr_node) {
@@ -492,9 +611,11 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 				c.skipped[CARS_SKIP_THROTTLE],
 				c.idx != CARS_NONE);
 	if (c.idx == CARS_NONE) {
-		cd->counts.held_conflict++;
-		__set_bit(CARS_HELD, &cd->flags);
-		cars_arm_timer(cd, c.wake_at);
+		*again = cars_hold(cd, released);
+		if (!*again) {
+			cd->counts.held_conflict++;
+			cars_arm_timer(cd, c.wake_at);
+		}
 		return NULL;
 	}
 	f = cd->head_flow[c.idx];
@@ -508,23 +629,32 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	pl = cars_dispatched(&cd->s, (unsigned long)f, blk_rq_pos(rq),
 			     blk_rq_sectors(rq), cars_rq_op(rq), now);
 	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
-	cd->inflight++;
+	WRITE_ONCE(cd->placed, cd->placed + 1);
 	f->dispatched++;
 	cd->counts.dispatched++;
 	trace_cars_dispatch(rq, f->pid, pl.die, pl.ndies, pl.op, c.forced,
-			    c.cmt_miss, cd->inflight);
+			    c.cmt_miss, cd->placed - released);
 	return rq;
 }
 
 static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
+	const struct blk_mq_hw_ctx *batch;
 	struct request *rq;
+	bool again;
+	s64 released;
 
-	spin_lock_irq(&cd->lock);
-	rq = __cars_dispatch_request(cd, iosched_batch(cd->batch, hctx));
+	spin_lock(&cd->lock);
+	batch = iosched_batch(cd->batch, hctx);
+	do {
+		again = false;
+		released = atomic64_read(&cd->posted.released);
+		cars_apply_posted(cd);
+		rq = __cars_dispatch_request(cd, batch, released, &again);
+	} while (again);
 	iosched_batch_note(cd->batch, hctx, rq);
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 
 	return rq;
 }
@@ -548,30 +678,28 @@ static void cars_prepare_request(struct request *rq)
 	rq->elv.priv[1] = NULL;
 }
 
+/*
+ * Lock-free, any context: a request CARS placed posts its release
+ * ("Completions").  The request is in no list of CARS's: dispatched, or
+ * merged away (requests_merged zeroed its word under cd->lock, before the
+ * same task freed it).
+ */
 static void cars_finish_request(struct request *rq)
 {
 	struct cars_data *cd = rq->q->elevator->elevator_data;
 	u64 word = cars_rq_get(rq);
-	unsigned long irqflags;
-	struct cars_place pl;
-	bool held;
 
-	if (word & CARS_RQ_OWNED) {
+	WARN_ONCE(word & CARS_RQ_QUEUED, "cars: %s: request freed while queued\n",
+		  cars_disk_name(cd));
+	if (word & CARS_RQ_PLACED) {
 		struct cars_flow *f = cars_rq_flow(cd, rq);
+		struct cars_place pl = cars_rq_place(word);
 
-		spin_lock_irqsave(&cd->lock, irqflags);
-		WARN_ONCE(word & CARS_RQ_QUEUED,
-			  "cars: %s: request freed while queued\n",
-			  cars_disk_name(cd));
-		if (cars_release(cd, rq, &pl)) {
-			f->completed++;
-			cd->counts.completed++;
-			trace_cars_complete(rq, f->pid, pl.die, pl.ndies,
-					    cd->inflight);
-		}
-		held = cars_take_held(cd);
-		spin_unlock_irqrestore(&cd->lock, irqflags);
-		cars_kick(cd, held);
+		atomic64_inc(&f->completed);
+		cars_post_release(cd, word);
+		trace_cars_complete(rq, f->pid, pl.die, pl.ndies,
+				    cars_inflight(cd));
+		cars_kick(cd, cars_take_held(cd));
 	}
 	rq->elv.priv[0] = NULL;
 	rq->elv.priv[1] = NULL;
@@ -581,45 +709,43 @@ static void cars_finish_request(struct request *rq)
 	}
 }
 
+/*
+ * Lock-free, any context, as finish_request: the request left the device
+ * and is in no list of CARS's until blk-mq inserts it again, after this.
+ */
 static void cars_requeue_request(struct request *rq)
 {
 	struct cars_data *cd = rq->q->elevator->elevator_data;
-	unsigned long irqflags;
-	struct cars_place pl;
-	bool held = false;
+	u64 word = cars_rq_get(rq);
 	bool kept;
 
-	if (!(cars_rq_get(rq) & CARS_RQ_OWNED))
+	if (!(word & CARS_RQ_OWNED) || !(word & CARS_RQ_PLACED))
 		return;
-	spin_lock_irqsave(&cd->lock, irqflags);
-	if (cars_rq_get(rq) & CARS_RQ_PLACED) {
-		cd->counts.requeued++;
-		/*
-		 * A request the driver prepared (RQF_DONTPREP, NVMe) goes
-		 * back to the driver from hctx->dispatch, not through CARS:
-		 * it keeps its slot and dies until it finishes.
-		 */
-		kept = rq->rq_flags & RQF_DONTPREP;
-		if (!kept && cars_release(cd, rq, &pl))
-			held = cars_take_held(cd);
-		trace_cars_requeue(rq, cars_rq_flow(cd, rq)->pid, kept,
-				   cd->inflight);
+	atomic64_inc(&cd->posted.requeued);
+	/*
+	 * A request the driver prepared (RQF_DONTPREP, NVMe) goes back to
+	 * the driver from hctx->dispatch, not through CARS: it keeps its
+	 * slot and dies until it finishes.
+	 */
+	kept = rq->rq_flags & RQF_DONTPREP;
+	if (!kept) {
+		cars_rq_put(rq, word & CARS_RQ_FLAGS);
+		atomic64_inc(&cd->posted.requeue_released);
+		cars_post_release(cd, word);
 	}
-	spin_unlock_irqrestore(&cd->lock, irqflags);
-	cars_kick(cd, held);
+	trace_cars_requeue(rq, cars_rq_flow(cd, rq)->pid, kept,
+			   cars_inflight(cd));
+	if (!kept)
+		cars_kick(cd, cars_take_held(cd));
 }
 
+/* Hard interrupt context, lock-free: a held request may go now. */
 static enum hrtimer_restart cars_timer_fn(struct hrtimer *timer)
 {
 	struct cars_data *cd = container_of(timer, struct cars_data, timer);
-	unsigned long irqflags;
-	bool held;
 
-	spin_lock_irqsave(&cd->lock, irqflags);
-	cd->timer_at = 0;
-	held = cars_take_held(cd);
-	spin_unlock_irqrestore(&cd->lock, irqflags);
-	cars_kick(cd, held);
+	/* nothing posted: the flag is dispatch's, set before it armed us */
+	cars_kick(cd, cars_take_held(cd));
 	return HRTIMER_NORESTART;
 }
 
@@ -665,9 +791,9 @@ static bool cars_bio_merge(struct request_queue *q, struct bio *bio,
 
 	if (!READ_ONCE(cd->queued))
 		return false;
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 
 	if (free)
 		blk_mq_free_request(free);
@@ -747,9 +873,9 @@ static void cars_exit_sched(struct elevator_queue *e)
 	struct cars_data *cd = e->elevator_data;
 
 	hrtimer_cancel(&cd->timer);
-	WARN_ONCE(cd->queued || cd->inflight,
-		  "cars: %s: %u queued, %u in flight at exit\n",
-		  cars_disk_name(cd), cd->queued, cd->inflight);
+	WARN_ONCE(cd->queued || cars_inflight(cd),
+		  "cars: %s: %u queued, %llu in flight at exit\n",
+		  cars_disk_name(cd), cd->queued, cars_inflight(cd));
 	iosched_batch_free(cd->batch);
 	kvfree(cd->map_mem);
 	kvfree(cd->cmt_mem);
@@ -764,9 +890,9 @@ static ssize_t cars_show(struct elevator_queue *e, char *page,
 	struct cars_data *cd = e->elevator_data;
 	unsigned int val;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	val = *var;
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	return sysfs_emit(page, "%u\n", val);
 }
 
@@ -783,12 +909,12 @@ static ssize_t cars_store(struct elevator_queue *e, const char *page,
 
 	if (iosched_parse_uint(page, count, min, max, &val))
 		return -EINVAL;
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	if (*var != val) {
 		*var = val;
 		cars_apply(cd, geometry, cache);
 	}
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	blk_mq_run_hw_queues(cd->q, true);
 	return count;
 }
@@ -860,9 +986,9 @@ static ssize_t cars_write_pointer_show(struct elevator_queue *e, char *page)
 	struct cars_data *cd = e->elevator_data;
 	u32 wp;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	wp = cd->s.wp;
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	return sysfs_emit(page, "%u\n", wp);
 }
 
@@ -875,12 +1001,12 @@ static ssize_t cars_write_pointer_store(struct elevator_queue *e,
 
 	if (iosched_parse_uint(page, count, 0, CARS_MAX_DIES - 1, &val))
 		return -EINVAL;
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	if (val < cd->nr_dies) {
 		cd->s.wp = val;
 		ret = count;
 	}
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	return ret;
 }
 
@@ -890,9 +1016,9 @@ static ssize_t cars_depth_show(struct elevator_queue *e, char *page)
 	struct cars_data *cd = e->elevator_data;
 	u32 depth;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	depth = cars_cur_depth(cd);
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	return sysfs_emit(page, "%u\n", depth);
 }
 
@@ -944,7 +1070,8 @@ static int cars_dbg_dies_show(void *data, struct seq_file *m)
 	u64 now;
 	u32 i;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
+	cars_apply_posted(cd);
 	now = ktime_get_ns();
 	for (i = 0; i < cd->s.p.nr_dies; i++) {
 		const struct cars_die *d = &cd->die[i];
@@ -955,7 +1082,7 @@ static int cars_dbg_dies_show(void *data, struct seq_file *m)
 			   st == CARS_DIE_IDLE ? 0 : d->busy_until - now,
 			   d->nreq);
 	}
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	return 0;
 }
 
@@ -963,18 +1090,23 @@ static int cars_dbg_counters_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
 	struct cars_data *cd = q->elevator->elevator_data;
+	struct cars_posted *pd = &cd->posted;
 	struct cars_counts c;
 	struct cars_stats st;
+	u64 completed;
 	u32 wp;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	c = cd->counts;
 	st = cd->s.st;
 	wp = cd->s.wp;
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
+	completed = atomic64_read(&pd->released) -
+		    atomic64_read(&pd->requeue_released);
 	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nheld_depth %llu\nheld_conflict %llu\nbatch_ended %llu\n",
-		   c.dispatched, c.completed, c.requeued, c.merged, c.bypassed,
-		   c.held_depth, c.held_conflict, c.batch_ended);
+		   c.dispatched, completed, (u64)atomic64_read(&pd->requeued),
+		   c.merged, c.bypassed, c.held_depth, c.held_conflict,
+		   c.batch_ended);
 	seq_printf(m, "skip_die_busy %llu\nskip_cmt_miss %llu\nskip_throttle %llu\nthrottle_events %llu\nforced %llu\n",
 		   st.skips[CARS_SKIP_DIE_BUSY], st.skips[CARS_SKIP_CMT_MISS],
 		   st.skips[CARS_SKIP_THROTTLE], st.throttle_events, st.forced);
@@ -988,12 +1120,8 @@ static int cars_dbg_inflight_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
 	struct cars_data *cd = q->elevator->elevator_data;
-	unsigned int n;
 
-	spin_lock_irq(&cd->lock);
-	n = cd->inflight;
-	spin_unlock_irq(&cd->lock);
-	seq_printf(m, "%u\n", n);
+	seq_printf(m, "%llu\n", cars_inflight(cd));
 	return 0;
 }
 
@@ -1012,11 +1140,12 @@ static int cars_dbg_flows_show(void *data, struct seq_file *m)
 	struct cars_data *cd = q->elevator->elevator_data;
 	struct cars_flow *f;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	list_for_each_entry(f, &cd->rr, rr_node)
 		seq_printf(m, "pid %d queued %u dispatched %llu completed %llu\n",
-			   f->pid, f->queued, f->dispatched, f->completed);
-	spin_unlock_irq(&cd->lock);
+			   f->pid, f->queued, f->dispatched,
+			   (u64)atomic64_read(&f->completed));
+	spin_unlock(&cd->lock);
 	return 0;
 }
 
@@ -1027,7 +1156,7 @@ static int cars_dbg_queue_list_show(void *data, struct seq_file *m)
 	struct cars_flow *f;
 	struct request *rq;
 
-	spin_lock_irq(&cd->lock);
+	spin_lock(&cd->lock);
 	list_for_each_entry(rq, &cd->bypass, queuelist) {
 		seq_puts(m, "bypass ");
 		__blk_mq_debugfs_rq_show(m, rq);
@@ -1040,7 +1169,7 @@ static int cars_dbg_queue_list_show(void *data, struct seq_file *m)
 			seq_putc(m, '\n');
 		}
 	}
-	spin_unlock_irq(&cd->lock);
+	spin_unlock(&cd->lock);
 	return 0;
 }
 

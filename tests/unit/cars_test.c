@@ -585,10 +585,92 @@ TEST(model_prediction_is_exact_and_the_filter_avoids_programs)
 	CHECK(on.reads_delayed * 10 <= off.reads_delayed * 7);
 }
 
+/*
+ * The glue counts completions per die without its lock and applies each
+ * die's count at the next dispatch (cars_completed_on()); the one-by-one
+ * model (cars_completed() at each completion's time) must give the same
+ * dies and the same picks from then on: counts equal, estimates equal
+ * where a die still has requests, states equal at and after the apply.
+ */
+TEST(completions_counted_per_die_match_one_by_one)
+{
+	enum { DIES = 6, STEPS = 20000, MAXQ = 64 };
+	struct fixture a, b;
+	struct cars_params p = params(DIES);
+	struct cars_place q[MAXQ];
+	u32 nq = 0, posted[DIES], step, i, d;
+	u64 now = 1000000;
+	bool pending = false;
+
+	setup(&a, &p, 64, 0);
+	setup(&b, &p, 64, 0);
+	rng_state = 11;
+	memset(posted, 0, sizeof(posted));
+	for (step = 0; step < STEPS; step++) {
+		u32 r = rng() % 8;
+
+		now += rng() % 200000;
+		if (r < 4 && nq < MAXQ) {
+			/* a dispatch: the glue applies what was posted first */
+			enum cars_op op = rng() % 3 == 0 ? CARS_OP_WRITE :
+					  rng() % 10 == 0 ? CARS_OP_ERASE :
+					  CARS_OP_READ;
+			u64 page = rng() % 4096;
+			u32 pages = 1 + (rng() % 4 == 0 ? rng() % 9 : 0);
+			struct cars_head h = {
+				.flow = 1 + rng() % 3, .sector = page * 8,
+				.nr_sectors = pages * 8, .op = op,
+				.arrival = now - rng() % 3000000,
+			};
+			struct cars_choice ca, cb;
+			struct cars_place pa, pb;
+
+			for (d = 0; d < DIES; d++) {
+				cars_completed_on(&b.s, d, posted[d], now);
+				posted[d] = 0;
+			}
+			for (d = 0; pending && d < DIES; d++) {
+				CHECK_EQ(a.die[d].nreq, b.die[d].nreq);
+				if (a.die[d].nreq)
+					CHECK_EQ(a.die[d].busy_until,
+						 b.die[d].busy_until);
+				CHECK_EQ(cars_die_state(&a.die[d], now),
+					 cars_die_state(&b.die[d], now));
+			}
+			pending = false;
+			ca = cars_pick(&a.s, &h, 1, now);
+			cb = cars_pick(&b.s, &h, 1, now);
+			CHECK_EQ(ca.idx, cb.idx);
+			CHECK_EQ(ca.wake_at, cb.wake_at);
+			pa = cars_dispatched(&a.s, h.flow, h.sector,
+					     h.nr_sectors, op, now);
+			pb = cars_dispatched(&b.s, h.flow, h.sector,
+					     h.nr_sectors, op, now);
+			CHECK_EQ(cars_rq_word(&pa), cars_rq_word(&pb));
+			q[nq++] = pa;
+		} else if (nq) {
+			/* a completion: applied at once in a, posted in b */
+			i = rng() % nq;
+			cars_completed(&a.s, &q[i], now);
+			for (d = 0; d < q[i].ndies; d++)
+				posted[cars_place_die(&q[i], d, DIES)]++;
+			q[i] = q[--nq];
+			pending = true;
+		}
+	}
+	/* a release of a die the geometry no longer has changes nothing */
+	cars_completed_on(&b.s, DIES, 5, now);
+	cars_completed_on(&b.s, 0, 1000, now);
+	CHECK_EQ(b.die[0].nreq, 0);
+	done(&a);
+	done(&b);
+}
+
 UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(map_records_writes_and_gives_up_old_chunks),
 	  UNIT(placement_of_reads_and_writes),
 	  UNIT(dies_queue_operations_and_idle_on_completion),
+	  UNIT(completions_counted_per_die_match_one_by_one),
 	  UNIT(rq_word_round_trips),
 	  UNIT(pick_skips_busy_dies_in_round_robin_order),
 	  UNIT(pick_looks_past_a_flows_oldest),

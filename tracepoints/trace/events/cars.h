@@ -77,7 +77,8 @@ TRACE_EVENT(cars_dispatch,
 
 /*
  * A dispatched request finished: its slot and dies are free.  inflight:
- * slots held after.
+ * slots held after, as the completing CPU counts them without a lock
+ * (completions on two CPUs at once may each count the other's).
  */
 TRACE_EVENT(cars_complete,
 
