@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,32 @@ def hist_percentile(bins: Mapping[int, int], p: float) -> float:
         if run >= p / 100.0 * total:
             return k / 1000.0
     return max(bins) / 1000.0
+
+
+def count_above(bins: Mapping[int, int], us: float) -> int:
+    """The I/Os of a clat_bins histogram whose latency fio put above @us
+    (each bin counted at its value, as fio's own percentiles are)."""
+    return sum(v for k, v in bins.items() if k / 1000.0 > us)
+
+
+def tail_allowance(ios: int, p: float, alpha: float = 0.01) -> int:
+    """The most I/Os of @ios that may lie above a latency whose true
+    percentile is @p (each I/O above it with probability 1 - p/100) before
+    that is less likely than @alpha: the smallest k with
+    P(Binomial(ios, 1 - p/100) > k) <= alpha.  A test of "the p-th
+    percentile is at most L" that allows this many I/Os above L fails a
+    device exactly at L with probability alpha at most; the p-th sample
+    percentile itself allows ios x (1 - p/100) and fails it about half the
+    time."""
+    q = 1.0 - p / 100.0
+    if not 0.0 < q < 1.0 or not 0.0 < alpha < 1.0 or ios < 0:
+        raise ValueError(f"tail_allowance({ios}, {p}, {alpha})")
+    cdf, k = 0.0, 0
+    while True:
+        cdf += math.comb(ios, k) * q ** k * (1.0 - q) ** (ios - k)
+        if 1.0 - cdf <= alpha or k >= ios:
+            return k
+        k += 1
 
 
 def merged_percentile(stats: Iterable[JobStats], p: float) -> float:

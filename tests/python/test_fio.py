@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 
 from bench import fio
+
+JSONPLUS = Path(__file__).resolve().parents[2] / "bench/tests/fixtures/fio-jsonplus.json"
 
 SAMPLE = {
     "fio version": "fio-3.33",
@@ -60,3 +64,37 @@ def test_missing_job_and_percentile_are_errors() -> None:
         fio.percentile(fio.job_stats(SAMPLE, "rt"), 50.0)
     with pytest.raises(ValueError, match="no JSON object in fio output"):
         fio.parse("no json here")
+
+
+def test_count_above_agrees_with_fios_percentiles() -> None:
+    """At fio's own p-th percentile of a job (bench/tests/fixtures/fio-jsonplus.json),
+    at most the (100 - p) % of its I/Os lie above it, and more than that
+    just below it; every I/O lies above 0."""
+    st = fio.job_stats(fio.parse(JSONPLUS.read_text()), "r4k-0")
+    assert fio.count_above(st.clat_bins, 0) == st.ios
+    for p, v in st.clat_pct_us.items():
+        if p >= 100:
+            continue
+        tail = (100 - p) / 100 * st.ios
+        assert fio.count_above(st.clat_bins, v) <= tail
+        below = max(k for k in st.clat_bins if k / 1000 < v) / 1000
+        assert fio.count_above(st.clat_bins, below) > tail or p <= 0
+
+
+def test_tail_allowance_is_the_binomial_quantile() -> None:
+    """The smallest k with P(Binomial(n, q) > k) <= alpha, checked against
+    sums of the binomial terms; 1000 I/Os at a true p99.9: Poisson(1)
+    gives P(> 3) = 0.019 and P(> 4) = 0.0037."""
+    assert fio.tail_allowance(1000, 99.9) == 4
+    assert fio.tail_allowance(1000, 99.9, alpha=0.02) == 3
+    assert fio.tail_allowance(0, 99.9) == 0
+    for n, p, alpha in ((200, 99.0, 0.05), (2700, 99.9, 0.01), (50, 90.0, 0.001)):
+        q = 1 - p / 100
+        k = fio.tail_allowance(n, p, alpha)
+
+        def above(j: int) -> float:
+            return 1 - sum(math.comb(n, i) * q ** i * (1 - q) ** (n - i) for i in range(j + 1))
+        assert above(k) <= alpha < (above(k - 1) if k else 1.0)
+    for bad in ((100, 100.0, 0.01), (100, 99.9, 0.0), (-1, 99.9, 0.01)):
+        with pytest.raises(ValueError, match="tail_allowance"):
+            fio.tail_allowance(*bad)

@@ -119,12 +119,16 @@ class Guest:
     def sh(self, script: str, timeout: float = 300) -> str:
         return self.vm.check(script, timeout)
 
-    def fio(self, args: str, timeout: float = 300, ok: bool = True) -> dict[str, Any]:
-        """Run fio (arguments as on its command line) and return its JSON.
+    def fio(self, args: str, timeout: float = 300, ok: bool = True,
+            output: str = "json") -> dict[str, Any]:
+        """Run fio (arguments as on its command line) and return its JSON
+        (@output json+: with each job's latency histogram, clat_bins).
         One command, which prints the JSON after fio's own output: a second
         to read the file cost the debug kernel's VM 0.7 s a run."""
+        if output not in ("json", "json+"):
+            raise ValueError(f"fio output format {output!r}: json or json+")
         mark = "=== /tmp/fio.json ==="
-        r = self.vm.run(f"rm -f /tmp/fio.json; fio --output-format=json --output=/tmp/fio.json "
+        r = self.vm.run(f"rm -f /tmp/fio.json; fio --output-format={output} --output=/tmp/fio.json "
                         f"{args}\nrc=$?\necho; echo '{mark}'; cat /tmp/fio.json; exit $rc", timeout)
         out, _, text = r.out.rpartition(f"\n{mark}\n")
         if ok and r.rc != 0:

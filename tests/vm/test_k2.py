@@ -422,9 +422,10 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
     to completion) is at most the target, the top of the controller's band,
     the p99.9 fio measures is below bound 32's, and best effort gets at
     least BE_GAIN times what it gets at bound 1.  Then, settled, the same
-    load again: fio's own RT p99.9 is at most the target.  When only best
-    effort is left, the bound in force goes to max_inflight; when RT
-    returns, it goes back to the controller's bound at once.
+    load again: fio's own RT p99.9 is at most the target (SETTLED_S).
+    When only best effort is left, the bound in force goes to
+    max_inflight; when RT returns, it goes back to the controller's bound
+    at once.
 
     In a VM of its own whose clock counts instructions (icount_guest): on
     the throttled NVMe drive under plain TCG, the host's stalls and the
@@ -443,6 +444,16 @@ def test_adaptive_bound_meets_a_target_between_bound_1_and_32(icount_guest: Gues
         _adaptive_bound(icount_guest, dev)
 
 
+# The settled run: fio's RT p99.9 is at most the target when no more of
+# its reads lie above the target than chance puts above a true p99.9 with
+# probability 1 % (fio.tail_allowance: 7 of about 2700 reads).  Its
+# sample p99.9, the second largest of the 1300 a 10 s run gives, is not
+# that test: the controller holds the highest bound its estimate puts at
+# or below the target, and the sample landed at 0.86-1.05 of the target
+# over nine runs (above it twice).  20 s: where 1 in 200 reads lay above
+# the target (13.5 expected) this fails 97 times in 100.
+SETTLED_S = 20
+
 # how much more best effort gets under the adaptive bound than at bound 1,
 # at the least (measured: 7.2x on 6.1, 7.9x on 6.12)
 BE_GAIN = 3.0
@@ -452,14 +463,15 @@ def _adaptive_bound(g: Guest, dev: str) -> None:
     g.select(dev, "k2")
     p999, be = {}, {}
 
-    def run(case: str, seconds: int) -> None:
+    def run(case: str, seconds: int) -> fio.JobStats:
         res = g.fio(RT_LATENCY_JOBS.format(dev=dev, t=seconds) + " --startdelay=500ms",
-                    timeout=300)
+                    timeout=300, output="json+")
         rt = fio.job_stats(res, "rt")
         p999[case] = fio.percentile(rt, 99.9)
         be[case] = fio.job_stats(res, "be").ios / seconds
         print(f"{case}: RT p99.9 {p999[case] / 1000:.2f} ms over {rt.ios} reads, "
               f"best effort {be[case]:.0f} IOPS")
+        return rt
 
     for bound in (1, 32):
         g.set_attr(dev, "max_inflight", bound)
@@ -481,8 +493,10 @@ def _adaptive_bound(g: Guest, dev: str) -> None:
     assert st["down"] + st["up"] + st["up_fast"] + st["up_double"] > 0 and 1 < st["bound"] < 32
     assert st["return"] == before["return"], (before, st)  # no idle spell: from bound 1
     # settled: the RT reader's tail as fio sees it meets the target
-    run("settled", 10)
-    assert p999["settled"] <= target, (p999, target)
+    rt = run("settled", SETTLED_S)
+    over, allowed = fio.count_above(rt.clat_bins, target), fio.tail_allowance(rt.ios, 99.9)
+    print(f"settled: {over} of {rt.ios} RT reads above the target ({allowed} allowed)")
+    assert over <= allowed, (p999, target, over, allowed)
     # best effort alone: max_inflight once the RT reader has been gone 0.5 s
     g.fio(f"--name=be --filename=/dev/{dev} --direct=1 --bs=4k --rw=randread "
           "--ioengine=libaio --iodepth=32 --time_based --runtime=2", timeout=120)
