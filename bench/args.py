@@ -30,6 +30,7 @@ examples:
   python3 -m bench run flashfq --device /dev/nvme0n1       # FlashFQ's fairness scenarios
   python3 -m bench calibrate flashfq --device /dev/nvme0n1 # its cost model, into sysfs
   python3 -m bench calibrate cars --vm --device ssdsim0    # ssdsim's geometry, into sysfs
+  python3 -m bench calibrate cars --device /dev/nvme1n1    # a drive's, measured (writes it)
   python3 -m bench demo                                    # VM, short suites, reports
 
 The suites write to the raw device: a device with partitions, a file-system
@@ -149,10 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
         "holding data is refused unless --destroy-data names it again. After an error or "
         "Ctrl-C the device gets its scheduler and tunables back. "
         "cars: read an ssdsim disk's geometry and timing from its sysfs (nothing is written "
-        "to the device; --runtime, --ramp and --iodepth do not apply), select cars and write "
-        "nr_dies, page_kb, read_us, write_us, erase_us, depth, max_hold_us, the mapping cache "
-        "and the write pointer to match (bench/calibrate.py); on a real SSD choose them by "
-        "hand (cars-host/README.md).")
+        "to the device), select cars and write nr_dies, page_kb, read_us, write_us, "
+        "erase_us, depth, max_hold_us, the mapping cache and the write pointer to match "
+        "(bench/calibrate.py). On any other device, or with --probe, measure them with fio "
+        "under none instead (bench/probe.py: parallelism from IOPS by iodepth, read and "
+        "write times, the write buffer, the page and the striping from pairs of reads), "
+        "which writes the device's first 16 MiB and so is refused on a device holding data "
+        "unless --destroy-data names it; then select cars and write nr_dies, depth, "
+        "page_kb, read_us, write_us and max_hold_us. --runtime, --ramp and --iodepth apply "
+        "to flashfq only.")
     cal.add_argument("scheduler", choices=SCHEDULERS,
                      help="the scheduler whose model to write: " + ", ".join(SCHEDULERS))
     _device(cal)
@@ -165,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "one at a time); N > 1 charges each request its latency over N, what it "
                      "takes from a busy device, which undercharges a synchronous task's small "
                      "reads (bench/README.md)")
+    cal.add_argument("--probe", action="store_true",
+                     help="cars on ssdsim: measure the model with fio as on a real drive "
+                     "instead of reading ssdsim's sysfs (to compare the two)")
     _vm(cal, "calibrate")
     sub.add_parser("list", help="list the suites")
     return ap

@@ -9,7 +9,10 @@ us), depth = dies, max_hold_us = write_us (a request is held at most one
 program), the mapping cache as ssdsim's (cmt_pages translation pages of
 page_size / 4 entries each, or off) and the write pointer at ssdsim's
 (write_die: where its next written page goes).  A real SSD publishes none
-of this: cars-host/README.md says how to choose the values by hand.
+of this: on any other device (and on ssdsim with --probe) they are
+measured with fio (bench/probe.py: nr_dies, depth, page_kb, read_us,
+write_us, max_hold_us), which writes, so the device goes through the
+runner's safety check.
 
 flashfq: the cost model measured on the device.
 
@@ -40,12 +43,13 @@ After an error or Ctrl-C the device gets its scheduler and tunables back
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
 from bench import device as devmod
-from bench import fio, prep
+from bench import fio, prep, probe
+from bench.probe import CARS_MAX_HOLD_US, CARS_MAX_OP_US, CARS_PAGE_KB
 from bench.device import DeviceError
 from bench.runner import Cleanups, RunError, check_fio, run_fio, sigterm_as_interrupt
 from bench.suites import OURS
@@ -71,13 +75,6 @@ SCHEDULERS = ("cars", *CALIBRATIONS)
 #: ssdsim's sysfs attributes (/sys/block/<dev>/ssdsim/) cars_tunables() reads
 SSDSIM_ATTRS = ("dies", "page_size", "read_ns", "program_ns", "erase_ns", "xfer_ns",
                 "time_scale", "cmt_pages", "write_buffer_pages", "write_die")
-#: cars-core.h's CARS_MAX_OP_US, CARS_MAX_HOLD_US, CARS_MAX_DEPTH and
-#: CARS_MAX_DIES, and the range of page_kb
-CARS_MAX_OP_US = 10_000_000
-CARS_MAX_HOLD_US = 1_000_000
-CARS_MAX_DEPTH = 1024
-CARS_MAX_DIES = 255
-CARS_PAGE_KB = (1, 64)
 
 
 def cars_tunables(ss: Mapping[str, str]) -> dict[str, int]:
@@ -122,17 +119,56 @@ def read_ssdsim(target: Target, dev: str) -> dict[str, str]:
     return got
 
 
-def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout) -> dict[str, str]:
-    """Select cars on ssdsim disk @device (loading its module), write the
-    tunables that match the disk (cars_tunables), read them back; those."""
+def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout,
+                   destroy_data: str | None = None, probed: bool = False) -> dict[str, str]:
+    """Select cars on @device (loading its module), write the tunables that
+    match it, read them back; those.  An ssdsim disk's are read from its
+    sysfs (cars_tunables) unless @probed; any other device's are measured
+    (bench/probe.py: it writes, so the device goes through the runner's
+    safety check first)."""
     dev = devmod.resolve(target, device)
     info = devmod.info(target, dev)
-    if info.kind != "ssdsim":
-        raise DeviceError(f"calibrate cars reads the geometry and timing of an ssdsim disk; "
-                          f"/dev/{dev} is {info.kind} ({info.model}): choose cars's tunables "
-                          "by hand (cars-host/README.md)")
+    if info.kind != "ssdsim" or probed:
+        devmod.check_device(target, dev, destroy_data, out)
+        return _cars_written(target, dev, out, lambda: _probed(target, dev, info, out))
     ss = read_ssdsim(target, dev)
     values = cars_tunables(ss)
+
+    def read() -> dict[str, int]:
+        print(f"ssdsim /dev/{dev}: " + ", ".join(f"{a} {ss[a]}" for a in SSDSIM_ATTRS),
+              file=out)
+        if int(ss["write_buffer_pages"]):
+            print(f"note: ssdsim buffers {ss['write_buffer_pages']} pages of writes and "
+                  "programs them as the buffer drains, later than cars predicts; load it "
+                  "with write_buffer_kb=0 for the device cars models", file=out)
+        return values
+    return _cars_written(target, dev, out, read)
+
+
+def _probed(target: Target, dev: str, info: devmod.DeviceInfo, out: TextIO) -> dict[str, int]:
+    """cars's tunables measured on /dev/@dev under none (bench/probe.py)."""
+    devmod.set_scheduler(target, dev, "none")
+    start = target.clock()
+    print(f"probing {info.path} ({info.model}) for cars with fio under none "
+          f"(bench/probe.py); it writes the device's first {probe.REGION_MIB} MiB",
+          file=out, flush=True)
+    values = probe.probe(target, info.path, info.size_bytes, out).tunables()
+    nr = devmod.nr_requests(target, dev)
+    if values["depth"] > nr:
+        print(f"depth {nr}: nr_requests, the most cars takes (the dies are "
+              f"{values['depth']})", file=out)
+        values["depth"] = nr
+    print(f"probed in {target.clock() - start:.0f} s; not measured, left as cars has "
+          "them: erase_us, the mapping cache, the write pointer", file=out)
+    return values
+
+
+def _cars_written(target: Target, dev: str, out: TextIO,
+                  values: Callable[[], dict[str, int]]) -> dict[str, str]:
+    """Select cars on /dev/@dev (loading its module), write what @values()
+    gives, which runs with cars's module loaded and the device's scheduler
+    and tunables given back should it fail or be interrupted, read them
+    back and print them; those."""
     cleanups = Cleanups(out)
     try:
         with sigterm_as_interrupt():
@@ -140,16 +176,12 @@ def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout) -> dic
             if why is not None:
                 raise DeviceError(f"cannot calibrate cars on /dev/{dev}: {why}")
             cleanups.add(*devmod.restorer(target, devmod.save_state(target, dev)))
-            print(f"ssdsim /dev/{dev}: " + ", ".join(f"{a} {ss[a]}" for a in SSDSIM_ATTRS),
-                  file=out)
-            if int(ss["write_buffer_pages"]):
-                print(f"note: ssdsim buffers {ss['write_buffer_pages']} pages of writes and "
-                      "programs them as the buffer drains, later than cars predicts; load it "
-                      "with write_buffer_kb=0 for the device cars models", file=out)
-            back = write_tunables(target, dev, "cars", values)
+            back = write_tunables(target, dev, "cars", values())
     except BaseException:
         cleanups.run()
         raise
+    finally:
+        target.remove_tmpdir()
     print_back(dev, "cars", back, out)
     return back
 
@@ -200,12 +232,12 @@ def cost_ns(clat_mean_us: float, iodepth: int, limits: tuple[int, int]) -> int:
 
 def calibrate(target: Target, scheduler: str, device: str, destroy_data: str | None,
               runtime: float = 5.0, ramp: float = 1.0, out: TextIO = sys.stdout,
-              iodepth: int = IODEPTH) -> dict[str, str]:
+              iodepth: int = IODEPTH, probed: bool = False) -> dict[str, str]:
     """Measure @scheduler's cost points on @device, write them to its
     tunables (selecting it), read them back; the values read back.  cars:
-    calibrate_cars (nothing measured, the other arguments unused)."""
+    calibrate_cars (@runtime, @ramp and @iodepth unused)."""
     if scheduler == "cars":
-        return calibrate_cars(target, device, out)
+        return calibrate_cars(target, device, out, destroy_data, probed)
     cal = CALIBRATIONS[scheduler]
     if runtime <= 0 or ramp < 0:
         raise ValueError("--runtime must be > 0, --ramp >= 0")

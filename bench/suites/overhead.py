@@ -59,7 +59,7 @@ from typing import Any
 
 from bench import device as devmod
 from bench import jobs
-from bench.calibrate import CARS_MAX_DEPTH, CARS_MAX_DIES
+from bench.probe import CARS_MAX_DEPTH, CARS_MAX_DIES
 from bench.device import DeviceError
 from bench.markdown import table
 from bench.plot import figure, grouped_bars, save

@@ -144,6 +144,19 @@ def test_a_device_holding_a_file_system_is_refused_then_overridden(
     assert len(safety["found"]) == 1 and "ext4 file system" in safety["found"][0], safety
 
 
+def test_calibrate_cars_probe_refuses_a_device_holding_a_file_system(loop: Loop) -> None:
+    """`calibrate cars` on a device that is not ssdsim measures it with fio,
+    which writes: through the real command line a device holding ext4 is
+    refused before anything is written or any module is loaded."""
+    _ext4(loop)
+    r = subprocess.run(bench("calibrate", "cars", "--device", loop.path), cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"bench: refusing to write to {loop.path}" in r.stderr
+    assert "ext4 file system" in r.stderr and f"--destroy-data {loop.path}" in r.stderr
+    assert sh_blkid(loop) == "ext4", "the refused probe wrote to the device"
+
+
 def test_a_blank_device_is_recorded_as_checked(loop: Loop, tmp_path: Path) -> None:
     out = tmp_path / "res"
     r = subprocess.run(bench("run", "kyber-baseline", "--device", loop.path, "--workloads",

@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     # where commands run (the machine or a VM), devices, stored results
     {"bench.target", "bench.device", "bench.results"},
     # running fio plans and recording traces
-    {"bench.runner", "bench.trace", "bench.vm", "bench.prep"},
+    {"bench.runner", "bench.trace", "bench.vm", "bench.prep", "bench.probe"},
     # the suites and what they share (bench.plot); kyber-grid's module holds
     # the grids kyber-tune reads, kyber_dead their dead space
     {"bench.suites", "bench.suites.k2", "bench.suites.kyber_baseline", "bench.suites.flashfq",

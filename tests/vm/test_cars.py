@@ -262,3 +262,37 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
     requeues = reset_keeps_depth(guest, SCHED, ctrl, dev, "depth", 4, f"{dbg}/inflight",
                                  (f"{dbg}/queued",))
     assert requeues and all(e.fields["kept"] == 1 for e in requeues), requeues[:3]
+
+
+# the probe's geometry: 8 dies (4 channels x 2), 16 KiB pages, write-through,
+# ssdsim's default times at TIME_SCALE
+PROBE_SSDSIM = f"time_scale={TIME_SCALE} page_size=16384 write_buffer_kb=0"
+
+
+def test_probe_finds_the_geometry(guest: Guest) -> None:
+    """`bench calibrate cars --probe` on ssdsim with 16 KiB pages, measured
+    with fio as on a drive that publishes nothing: nr_dies ssdsim's dies
+    (the striping period: static striping found), page_kb 16, read_us and
+    write_us within 30 % of its scaled times (what `bench calibrate cars`
+    reads from its sysfs), depth nr_dies, and cars left selected with
+    those values."""
+    g = guest
+    if g.run("grep -q '^ssdsim ' /proc/modules").rc == 0:
+        g.sh("rmmod ssdsim")
+    g.sh(f"modprobe ssdsim {PROBE_SSDSIM} && test -b /dev/{DEV}")
+    g.load("cars-iosched")
+    try:
+        out = io.StringIO()
+        back = calibrate_cars(VMTarget(g.vm), DEV, out, probed=True)
+        print(out.getvalue())
+        assert back["nr_dies"] == str(DIES) and back["depth"] == str(DIES), back
+        assert back["page_kb"] == "16", back
+        assert abs(int(back["read_us"]) - READ_US) <= 0.3 * READ_US, back
+        assert abs(int(back["write_us"]) - WRITE_US) <= 0.3 * WRITE_US, back
+        assert f"striping period {DIES} pages; static striping (page mod dies) holds" \
+            in out.getvalue()
+        assert g.scheduler(DEV) == SCHED
+    finally:
+        if not g.dead:
+            g.select(DEV, "none")
+            g.sh("rmmod ssdsim")
