@@ -27,9 +27,10 @@ Four steps, each printed with what it found:
    Strides of 4 to 128 KiB find the page (two reads in one page share its
    die: page_kb is the first stride whose pairs do not), strides of 1 to
    2 x nr_dies pages the striping period (the first that conflicts
-   again).  Static striping (die = page mod dies) holds when exactly the
-   multiples of the period conflict, and then the period is nr_dies (the
-   fit's otherwise); depth is nr_dies.
+   again, the one whose multiples match the conflicts best).  Static
+   striping (die = page mod dies) holds when they match at nine strides in
+   ten, and then the period is nr_dies (the fit's otherwise); depth is
+   nr_dies.
    Before the writes, which move pages.
 4. **write_us and the write buffer.** 4 KiB random writes at iodepth
    4 x nr_dies, fio's IOPS logged every LOG_MS: once a DRAM write buffer
@@ -71,7 +72,10 @@ LOG_MS = 10
 #: a pair of reads this many times one read's latency shares a die
 CONFLICT_RATIO = 1.4
 #: pairs of reads per stride
-PAIRS = 16
+PAIRS = 24
+#: the share of strides that must match the period's multiples for static
+#: striping (one stride in ten may be a host hiccup)
+STATIC_AGREE = 0.9
 #: cars-core.h's CARS_MAX_OP_US, CARS_MAX_HOLD_US, CARS_MAX_DEPTH and
 #: CARS_MAX_DIES, and the range of page_kb
 CARS_MAX_OP_US = 10_000_000
@@ -278,9 +282,9 @@ def striping(pair_us: Mapping[int, float], single_us: float,
     pair on two dies takes about as long as one read, one on one die
     twice; the host's time per read varies between runs, and the strides
     hold pairs on two dies unless the page is above them all).  page_kb: the first of
-    PAGE_STRIDES_KB that does not conflict; the period: the first multiple
-    of the page that does, in pages; static when exactly its multiples
-    conflict."""
+    PAGE_STRIDES_KB that does not conflict; the period, in pages: the one
+    whose multiples of the page match the conflicting strides best; static
+    when they match at STATIC_AGREE of the strides."""
     if not pair_us:
         raise ValueError("no pairs measured")
     low = min(single_us, *pair_us.values())
@@ -288,10 +292,16 @@ def striping(pair_us: Mapping[int, float], single_us: float,
     page = next((s for s in PAGE_STRIDES_KB if s in hit and not hit[s]), None)
     if page is None or page > CARS_PAGE_KB[1]:
         return Striping(None, None, False, hit)
-    multiples = sorted(s for s in hit if s >= page and s % page == 0)
-    period = next((s // page for s in multiples if hit[s]), None)
-    static = period is not None and all(
-        hit[s] == ((s // page) % period == 0) for s in multiples)
+    js = sorted(s // page for s in hit if s >= page and s % page == 0)
+    if not any(hit[j * page] for j in js):
+        return Striping(page, None, False, hit)
+
+    def agree(p: int) -> int:
+        return sum(hit[j * page] == (j % p == 0) for j in js)
+    # the period whose multiples match the conflicts best (the smallest of
+    # equals): one pair's hiccup must not move it or hide it
+    period = max(range(1, js[-1] + 1), key=lambda p: (agree(p), -p))
+    static = agree(period) >= STATIC_AGREE * len(js) and hit.get(period * page, False)
     return Striping(page, period, static, hit)
 
 
