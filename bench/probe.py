@@ -362,7 +362,7 @@ def _fio(target: Target, job: str, name: str, timeout: float) -> dict[str, Any]:
 
 def pair_median(res: dict[str, Any], stride_kb: int) -> float:
     """The median completion latency of the pairs @stride_kb apart: a
-    timer or host hiccup in one pair moves a mean of 16 across the
+    timer or host hiccup in one pair moves a mean of them across the
     conflict threshold, not the median."""
     return fio.percentile(fio.job_stats(res, f"stride-{stride_kb}k"), 50.0)
 
