@@ -20,9 +20,10 @@
  * cd->lock protects struct cars_data from @s to @counts and every flow's
  * state but @completed, and is the dispatch lock of the per-CPU dispatch
  * batch records (cd->batch: elevator/iosched-batch.h).  It is taken in
- * task context only (insert, dispatch, bio_merge, sysfs, debugfs), with
- * spin_lock(): finish_request, requeue_request and the hrtimer, which can
- * run in hard interrupt context, do not take it (see "Completions").  The
+ * task context only (dispatch, bio_merge, sysfs, debugfs), with
+ * spin_lock(): insert_requests posts to cd->inbox instead ("Insertion"),
+ * and finish_request, requeue_request and the hrtimer, which can run in
+ * hard interrupt context, do not take it (see "Completions").  The
  * merge callbacks run under it (called from blk_mq_sched_try_merge() and
  * blk_mq_sched_try_insert_merge() with it held).  It is never held while
  * running the hardware queues (which can take the queue lock, held around
@@ -53,6 +54,15 @@
  * can be inserted: such unprepared requests go to cd->bypass, dispatched
  * first, uncounted.  Merges: back merges through the elevator hash, any
  * flows; a request merged away leaves its flow's FIFO in requests_merged.
+ *
+ * Insertion
+ * ---------
+ * insert_requests stamps each new request's queue time and posts the list
+ * to cd->inbox, lock-free (elevator/iosched-inbox.h); dispatch takes what
+ * was posted under cd->lock and inserts it into the flows first thing
+ * (cars_take_inbox()), so a request takes cd->lock once on its way in.
+ * has_work counts the inbox.  A request in the inbox is not yet in the
+ * elevator hash: bio_merge cannot merge into it.
  *
  * Completions
  * -----------
@@ -105,6 +115,7 @@
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
 #include "iosched-batch.h"
+#include "iosched-inbox.h"
 #include "iosched-merge.h"
 #include "iosched-icq.h"
 #include "iosched-sysfs.h"
@@ -193,6 +204,8 @@ struct cars_data {
 
 	/* lock-free: see struct cars_posted */
 	struct cars_posted posted ____cacheline_aligned_in_smp;
+	/* requests inserted, lock-free, not yet taken ("Insertion") */
+	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
 
 	/* Tunables in their sysfs units: under cd->lock (see cars_apply()). */
 	unsigned int nr_dies;
@@ -504,7 +517,7 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 	} else {
 		if (cd->queued && blk_mq_sched_try_insert_merge(q, rq, free))
 			return;
-		rq->elv.priv[0] = (void *)(unsigned long)ktime_get_ns();
+		/* queued since cars_insert_requests() stamped it */
 		list_add_tail(&rq->queuelist, &f->fifo);
 		if (rq_mergeable(rq)) {
 			elv_rqhash_add(q, rq);
@@ -520,23 +533,40 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 	trace_cars_insert(rq, f->pid, at_head);
 }
 
+/*
+ * Lock-free ("Insertion"): a new request's queue time is its insertion's
+ * (a requeued one keeps its own); the list goes to cd->inbox for the next
+ * dispatch.  @flags are not needed: a requeued request goes first in its
+ * flow by its own word (CARS_RQ_OWNED), an unprepared one to the bypass.
+ */
 static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 				 struct list_head *list, compat_insert_t flags)
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
-	LIST_HEAD(free);
+	struct request *rq;
+	u64 now = ktime_get_ns();
 
-	spin_lock(&cd->lock);
-	while (!list_empty(list)) {
-		struct request *rq;
+	list_for_each_entry(rq, list, queuelist)
+		if (compat_rq_elv_finish(rq) &&
+		    !(cars_rq_get(rq) & CARS_RQ_OWNED))
+			rq->elv.priv[0] = (void *)(unsigned long)now;
+	iosched_inbox_post(&cd->inbox, list);
+}
 
-		rq = list_first_entry(list, struct request, queuelist);
+/* Insert what was posted to cd->inbox, in posting order; @free as above. */
+static void cars_take_inbox(struct cars_data *cd, struct list_head *free)
+{
+	struct request *rq;
+	LIST_HEAD(in);
+
+	lockdep_assert_held(&cd->lock);
+
+	iosched_inbox_take(&cd->inbox, &in);
+	while (!list_empty(&in)) {
+		rq = list_first_entry(&in, struct request, queuelist);
 		list_del_init(&rq->queuelist);
-		cars_insert_request(cd, rq, &free);
+		cars_insert_request(cd, rq, free);
 	}
-	spin_unlock(&cd->lock);
-
-	compat_free_requests(&free);
 }
 
 /*
@@ -644,8 +674,10 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 	bool again;
 	s64 released;
+	LIST_HEAD(free);
 
 	spin_lock(&cd->lock);
+	cars_take_inbox(cd, &free);
 	batch = iosched_batch(cd->batch, hctx);
 	do {
 		again = false;
@@ -656,6 +688,7 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	iosched_batch_note(cd->batch, hctx, rq);
 	spin_unlock(&cd->lock);
 
+	compat_free_requests(&free);
 	return rq;
 }
 
@@ -664,7 +697,8 @@ static bool cars_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 
-	return iosched_batch_has_work(cd->batch, READ_ONCE(cd->queued));
+	return iosched_batch_has_work(cd->batch, READ_ONCE(cd->queued) ||
+				      !iosched_inbox_empty(&cd->inbox));
 }
 
 static void cars_prepare_request(struct request *rq)
@@ -873,9 +907,11 @@ static void cars_exit_sched(struct elevator_queue *e)
 	struct cars_data *cd = e->elevator_data;
 
 	hrtimer_cancel(&cd->timer);
-	WARN_ONCE(cd->queued || cars_inflight(cd),
-		  "cars: %s: %u queued, %llu in flight at exit\n",
-		  cars_disk_name(cd), cd->queued, cars_inflight(cd));
+	WARN_ONCE(cd->queued || cars_inflight(cd) ||
+		  !iosched_inbox_empty(&cd->inbox),
+		  "cars: %s: %u queued, %llu in flight, inbox %s at exit\n",
+		  cars_disk_name(cd), cd->queued, cars_inflight(cd),
+		  iosched_inbox_empty(&cd->inbox) ? "empty" : "not empty");
 	iosched_batch_free(cd->batch);
 	kvfree(cd->map_mem);
 	kvfree(cd->cmt_mem);

@@ -30,8 +30,13 @@
  * posted (struct ffq_slot), and is the dispatch lock of the per-CPU
  * dispatch batch records (fd->batch: elevator/iosched-batch.h).  It is
  * never taken in interrupt context, and so never with interrupts off:
- *  - insert_requests, dispatch_request and bio_merge take it, and blk-mq
- *    calls them in process context: it runs a hardware queue inline only
+ *  - dispatch_request, bio_merge and insert_requests at head (requeues,
+ *    6.12 flush data) take it; any other insertion posts to fd->inbox,
+ *    lock-free, and dispatch takes the inbox first thing
+ *    (elevator/iosched-inbox.h), so a request takes the lock once on its
+ *    way in and is tagged when taken (a bio cannot merge into a request
+ *    still in the inbox).  blk-mq calls them in process context: it runs
+ *    a hardware queue inline only
  *    outside interrupts (WARN_ON_ONCE(in_interrupt()) in 6.1's
  *    __blk_mq_run_hw_queue() and 6.12's blk_mq_run_hw_queue(); upstream
  *    mq-deadline takes its lock there the same way).  The merge callbacks
@@ -231,6 +236,7 @@
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
 #include "iosched-batch.h"
+#include "iosched-inbox.h"
 #include "iosched-merge.h"
 #include "iosched-icq.h"
 #include "iosched-sysfs.h"
@@ -345,7 +351,10 @@ struct ffq_data {
 	/* constant pointer: the dispatch batch records (iosched-batch.h) */
 	struct iosched_batch __percpu *batch;
 
-	spinlock_t lock;		/* see "Locking" above */
+	/* requests inserted, lock-free, not yet taken ("Locking") */
+	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
+
+	spinlock_t lock ____cacheline_aligned_in_smp;	/* "Locking" above */
 	struct ffq_sched s;		/* tasks' order, virtual time */
 	struct ffq_tq anon;		/* requests without a task */
 	struct list_head active;	/* active tasks (debugfs) */
@@ -1004,22 +1013,41 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 			     at_head);
 }
 
+/*
+ * Insert @list's requests in order, after what was posted was applied;
+ * @free as for ffq_insert_request().
+ */
+static void ffq_insert_list(struct ffq_data *fd, struct list_head *list,
+			    bool at_head, struct list_head *free)
+{
+	struct request *rq;
+
+	lockdep_assert_held(&fd->lock);
+
+	ffq_drain(fd);
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		ffq_insert_request(fd, rq, at_head, free);
+	}
+}
+
+/*
+ * At head (requeues, 6.12 flush data) under fd->lock; anything else goes
+ * to fd->inbox, lock-free, for the next dispatch ("Locking").
+ */
 static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 				struct list_head *list, compat_insert_t flags)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
-	bool at_head = compat_insert_at_head(flags);
 	LIST_HEAD(free);
 
-	spin_lock(&fd->lock);
-	ffq_drain(fd);
-	while (!list_empty(list)) {
-		struct request *rq;
-
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		ffq_insert_request(fd, rq, at_head, &free);
+	if (!compat_insert_at_head(flags)) {
+		iosched_inbox_post(&fd->inbox, list);
+		return;
 	}
+	spin_lock(&fd->lock);
+	ffq_insert_list(fd, list, true, &free);
 	spin_unlock(&fd->lock);
 
 	compat_free_requests(&free);
@@ -1167,9 +1195,14 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 	const struct blk_mq_hw_ctx *batch = iosched_batch(fd->batch, hctx);
 	struct request *rq;
+	LIST_HEAD(free);
+	LIST_HEAD(in);
 	bool held;
 
 	spin_lock(&fd->lock);
+	iosched_inbox_take(&fd->inbox, &in);
+	if (!list_empty(&in))
+		ffq_insert_list(fd, &in, false, &free);
 	do {
 		held = false;
 		ffq_drain(fd);
@@ -1178,6 +1211,7 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	iosched_batch_note(fd->batch, hctx, rq);
 	spin_unlock(&fd->lock);
 
+	compat_free_requests(&free);
 	return rq;
 }
 
@@ -1189,7 +1223,8 @@ static bool ffq_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 
-	return iosched_batch_has_work(fd->batch, READ_ONCE(fd->queued));
+	return iosched_batch_has_work(fd->batch, READ_ONCE(fd->queued) ||
+				      !iosched_inbox_empty(&fd->inbox));
 }
 
 /*
@@ -1642,7 +1677,8 @@ static void ffq_exit_sched(struct elevator_queue *e)
 	spin_unlock(&fd->lock);
 	hrtimer_cancel(&fd->timer);
 	WARN_ONCE(fd->queued || fd->s.inflight || !list_empty(&fd->active) ||
-		  fd->s.deferred || !llist_empty(&fd->done),
+		  fd->s.deferred || !llist_empty(&fd->done) ||
+		  !iosched_inbox_empty(&fd->inbox),
 		  "flashfq: %s: %u queued, %u in flight, tasks active at exit\n",
 		  ffq_disk_name(fd), fd->queued, fd->s.inflight);
 	iosched_batch_free(fd->batch);

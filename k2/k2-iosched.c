@@ -27,9 +27,13 @@
  * statistics and the stall detector, and is the dispatch lock of the per-CPU
  * dispatch batch records (kd->batch: elevator/iosched-batch.h, which says how
  * has_work() ends a batch without it); it is a plain spinlock, never taken in
- * interrupt context.  insert_requests, dispatch_request and bio_merge (when
- * something is queued) take it, and the core calls the merge callbacks
- * (request_merge, request_merged, requests_merged, next_request,
+ * interrupt context.  dispatch_request, bio_merge (when something is
+ * queued) and insert_requests at head (requeues, 6.12 flush data) take it;
+ * any other insertion posts to kd->inbox, lock-free, and dispatch takes the
+ * inbox first thing (elevator/iosched-inbox.h), so a request takes the
+ * lock once on its way in.  A request in the inbox is not yet in the
+ * elevator hash: a bio cannot merge into it.  The core calls the merge
+ * callbacks (request_merge, request_merged, requests_merged, next_request,
  * former_request) from blk_mq_sched_try_merge() and
  * blk_mq_sched_try_insert_merge(), which K2 calls with it held.  The queues are
  * device-wide, not per hardware queue, because both the priority order and the
@@ -134,6 +138,7 @@
 #include "blk-mq-debugfs.h"
 #include "iosched-compat.h"
 #include "iosched-batch.h"
+#include "iosched-inbox.h"
 #include "iosched-merge.h"
 #include "iosched-sysfs.h"
 #include "k2-core.h"
@@ -230,8 +235,11 @@ struct k2_data {
 	/* constant pointer: the dispatch batch records (iosched-batch.h) */
 	struct iosched_batch __percpu *batch;
 
+	/* requests inserted, lock-free, not yet taken ("Locking") */
+	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
+
 	/* Staging queues: everything from here to @stall under @lock. */
-	spinlock_t lock;
+	spinlock_t lock ____cacheline_aligned_in_smp;
 	struct k2_queue queues[K2_NR_QUEUES];
 	/*
 	 * Bit i set iff queues[i].nr != 0.  Written under @lock with
@@ -920,7 +928,7 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 					q->last_merge = rq;
 			}
 		}
-		rq->fifo_time = now;
+		/* fifo_time: stamped by k2_insert_requests() */
 		list_add_tail(&rq->queuelist, &kq->fifo);
 	}
 	k2_rq_set_state(rq, state | K2_RQ_QUEUED);
@@ -929,21 +937,42 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 		WRITE_ONCE(kd->nonempty, kd->nonempty | (1U << idx));
 }
 
+/* Insert @list's requests in order; @free as for k2_insert_request(). */
+static void k2_insert_list(struct k2_data *kd, struct list_head *list,
+			   bool at_head, struct list_head *free)
+{
+	struct request *rq;
+
+	lockdep_assert_held(&kd->lock);
+
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		k2_insert_request(kd, rq, at_head, free);
+	}
+}
+
+/*
+ * At head (requeues, 6.12 flush data) under kd->lock; anything else is
+ * stamped with its arrival (rq->fifo_time) and posted to kd->inbox,
+ * lock-free, for the next dispatch ("Locking").
+ */
 static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 			       struct list_head *list, compat_insert_t flags)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
-	bool at_head = compat_insert_at_head(flags);
+	unsigned long now = jiffies;
+	struct request *rq;
 	LIST_HEAD(free);
 
-	spin_lock(&kd->lock);
-	while (!list_empty(list)) {
-		struct request *rq;
-
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		k2_insert_request(kd, rq, at_head, &free);
+	if (!compat_insert_at_head(flags)) {
+		list_for_each_entry(rq, list, queuelist)
+			rq->fifo_time = now;
+		iosched_inbox_post(&kd->inbox, list);
+		return;
 	}
+	spin_lock(&kd->lock);
+	k2_insert_list(kd, list, true, &free);
 	spin_unlock(&kd->lock);
 
 	compat_free_requests(&free);
@@ -1040,12 +1069,17 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
 	struct request *rq;
+	LIST_HEAD(free);
+	LIST_HEAD(in);
 
 	spin_lock(&kd->lock);
+	iosched_inbox_take(&kd->inbox, &in);
+	k2_insert_list(kd, &in, false, &free);
 	rq = __k2_dispatch_request(kd, iosched_batch(kd->batch, hctx));
 	iosched_batch_note(kd->batch, hctx, rq);
 	spin_unlock(&kd->lock);
 
+	compat_free_requests(&free);
 	return rq;
 }
 
@@ -1107,7 +1141,8 @@ static bool k2_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
 
-	return iosched_batch_has_work(kd->batch, READ_ONCE(kd->nonempty));
+	return iosched_batch_has_work(kd->batch, READ_ONCE(kd->nonempty) ||
+				      !iosched_inbox_empty(&kd->inbox));
 }
 
 /* Called when a request is allocated, before any other callback. */
@@ -1341,6 +1376,9 @@ static void k2_exit_sched(struct elevator_queue *e)
 			  k2_queue_name[i]);
 	WARN_ONCE(count, "k2: %s: in-flight count %u at exit\n",
 		  k2_disk_name(kd), count);
+	WARN_ONCE(!iosched_inbox_empty(&kd->inbox),
+		  "k2: %s: requests left in the inbox at exit\n",
+		  k2_disk_name(kd));
 
 	iosched_batch_free(kd->batch);
 	free_percpu(kd->stats);

@@ -163,4 +163,57 @@ static inline int kstrtouint(const char *s, unsigned int base, unsigned int *res
 	return 0;
 }
 
+/*
+ * The kernel's doubly linked list (include/linux/list.h), the operations
+ * elevator/iosched-inbox.h uses, and its atomics as GCC's sequentially
+ * consistent builtins: xchg() and a successful try_cmpxchg() are full
+ * barriers in the kernel too.
+ */
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+#define LIST_HEAD_INIT(name)	{ &(name), &(name) }
+#define LIST_HEAD(name)		struct list_head name = LIST_HEAD_INIT(name)
+#define container_of(ptr, type, member)	\
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#define list_entry(ptr, type, member)	container_of(ptr, type, member)
+#define list_first_entry(ptr, type, member)	\
+	list_entry((ptr)->next, type, member)
+
+static inline void INIT_LIST_HEAD(struct list_head *list)
+{
+	list->next = list;
+	list->prev = list;
+}
+
+static inline bool list_empty(const struct list_head *head)
+{
+	return head->next == head;
+}
+
+static inline void list_add_tail(struct list_head *new, struct list_head *head)
+{
+	struct list_head *prev = head->prev;
+
+	new->next = head;
+	new->prev = prev;
+	prev->next = new;
+	head->prev = new;
+}
+
+static inline void list_del(struct list_head *entry)
+{
+	entry->next->prev = entry->prev;
+	entry->prev->next = entry->next;
+	entry->next = (struct list_head *)0x100;	/* LIST_POISON1 */
+	entry->prev = (struct list_head *)0x122;	/* LIST_POISON2 */
+}
+
+#define READ_ONCE(x)	__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define xchg(ptr, v)	__atomic_exchange_n(ptr, v, __ATOMIC_SEQ_CST)
+#define try_cmpxchg(ptr, oldp, new)	\
+	__atomic_compare_exchange_n(ptr, oldp, new, false, __ATOMIC_SEQ_CST, \
+				    __ATOMIC_RELAXED)
+
 #endif /* _KSHIM_H */
