@@ -556,15 +556,12 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 /* Insert what was posted to cd->inbox, in posting order; @free as above. */
 static void cars_take_inbox(struct cars_data *cd, struct list_head *free)
 {
-	struct request *rq;
-	LIST_HEAD(in);
+	struct request *rq, *next;
 
 	lockdep_assert_held(&cd->lock);
 
-	iosched_inbox_take(&cd->inbox, &in);
-	while (!list_empty(&in)) {
-		rq = list_first_entry(&in, struct request, queuelist);
-		list_del_init(&rq->queuelist);
+	for (rq = iosched_inbox_take(&cd->inbox); rq; rq = next) {
+		next = rq->rq_next;
 		cars_insert_request(cd, rq, free);
 	}
 }

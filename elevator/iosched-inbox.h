@@ -10,8 +10,9 @@
  * the inbox's head per call, not per request) instead of taking the lock.
  * The elevator's dispatch_request takes everything posted, under its lock,
  * before it decides (iosched_inbox_take(): one exchange, nothing when the
- * inbox is empty) and inserts it as insert_requests did, in the order it
- * was posted.  has_work must count the inbox (iosched_inbox_empty()):
+ * inbox is empty; a chain through rq->rq_next, oldest first, with no list
+ * built in between) and inserts it as insert_requests did, in the order
+ * it was posted.  has_work must count the inbox (iosched_inbox_empty()):
  * blk-mq runs the queues after every insertion, so a posted request is
  * taken by that run's dispatch at the latest.
  *
@@ -50,17 +51,16 @@ struct iosched_inbox {
 static inline bool iosched_inbox_post(struct iosched_inbox *ib,
 				      struct list_head *list)
 {
-	struct request *rq, *newest = NULL, *oldest = NULL, *first;
+	struct request *rq, *tmp, *newest = NULL, *oldest = NULL, *first;
 
-	/* newest first, as the inbox holds them */
-	while (!list_empty(list)) {
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del(&rq->queuelist);
+	/* newest first, as the inbox holds them; rq_next is queuelist.next */
+	list_for_each_entry_safe(rq, tmp, list, queuelist) {
 		rq->rq_next = newest;
 		newest = rq;
 		if (!oldest)
 			oldest = rq;
 	}
+	INIT_LIST_HEAD(list);
 	if (!newest)
 		return false;
 	first = READ_ONCE(ib->first);
@@ -77,16 +77,18 @@ static inline bool iosched_inbox_empty(const struct iosched_inbox *ib)
 }
 
 /*
- * Take everything posted onto the tail of @out, oldest first.  The caller
- * holds the elevator's dispatch lock (one taker at a time).
+ * Take everything posted: the oldest request, the others after it through
+ * rq->rq_next, NULL-terminated (NULL: nothing posted).  The caller reads
+ * a request's rq_next before it puts the request on a list, which
+ * overwrites it.  The caller holds the elevator's dispatch lock (one
+ * taker at a time).
  */
-static inline void iosched_inbox_take(struct iosched_inbox *ib,
-				      struct list_head *out)
+static inline struct request *iosched_inbox_take(struct iosched_inbox *ib)
 {
 	struct request *rq, *next, *oldest = NULL;
 
 	if (!READ_ONCE(ib->first))
-		return;
+		return NULL;
 	rq = xchg(&ib->first, NULL);
 	while (rq) {
 		next = rq->rq_next;
@@ -94,10 +96,7 @@ static inline void iosched_inbox_take(struct iosched_inbox *ib,
 		oldest = rq;
 		rq = next;
 	}
-	for (rq = oldest; rq; rq = next) {
-		next = rq->rq_next;
-		list_add_tail(&rq->queuelist, out);
-	}
+	return oldest;
 }
 
 #endif /* _IOSCHED_INBOX_H */

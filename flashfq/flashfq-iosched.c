@@ -1014,25 +1014,6 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 }
 
 /*
- * Insert @list's requests in order, after what was posted was applied;
- * @free as for ffq_insert_request().
- */
-static void ffq_insert_list(struct ffq_data *fd, struct list_head *list,
-			    bool at_head, struct list_head *free)
-{
-	struct request *rq;
-
-	lockdep_assert_held(&fd->lock);
-
-	ffq_drain(fd);
-	while (!list_empty(list)) {
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		ffq_insert_request(fd, rq, at_head, free);
-	}
-}
-
-/*
  * At head (requeues, 6.12 flush data) under fd->lock; anything else goes
  * to fd->inbox, lock-free, for the next dispatch ("Locking").
  */
@@ -1040,6 +1021,7 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 				struct list_head *list, compat_insert_t flags)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
+	struct request *rq;
 	LIST_HEAD(free);
 
 	if (!compat_insert_at_head(flags)) {
@@ -1047,7 +1029,12 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 		return;
 	}
 	spin_lock(&fd->lock);
-	ffq_insert_list(fd, list, true, &free);
+	ffq_drain(fd);
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		ffq_insert_request(fd, rq, true, &free);
+	}
 	spin_unlock(&fd->lock);
 
 	compat_free_requests(&free);
@@ -1194,15 +1181,19 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
 	const struct blk_mq_hw_ctx *batch = iosched_batch(fd->batch, hctx);
-	struct request *rq;
+	struct request *rq, *next;
 	LIST_HEAD(free);
-	LIST_HEAD(in);
 	bool held;
 
 	spin_lock(&fd->lock);
-	iosched_inbox_take(&fd->inbox, &in);
-	if (!list_empty(&in))
-		ffq_insert_list(fd, &in, false, &free);
+	/* what was posted, in posting order, after the completions posted */
+	rq = iosched_inbox_take(&fd->inbox);
+	if (rq)
+		ffq_drain(fd);
+	for (; rq; rq = next) {
+		next = rq->rq_next;
+		ffq_insert_request(fd, rq, false, &free);
+	}
 	do {
 		held = false;
 		ffq_drain(fd);

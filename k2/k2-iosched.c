@@ -937,21 +937,6 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 		WRITE_ONCE(kd->nonempty, kd->nonempty | (1U << idx));
 }
 
-/* Insert @list's requests in order; @free as for k2_insert_request(). */
-static void k2_insert_list(struct k2_data *kd, struct list_head *list,
-			   bool at_head, struct list_head *free)
-{
-	struct request *rq;
-
-	lockdep_assert_held(&kd->lock);
-
-	while (!list_empty(list)) {
-		rq = list_first_entry(list, struct request, queuelist);
-		list_del_init(&rq->queuelist);
-		k2_insert_request(kd, rq, at_head, free);
-	}
-}
-
 /*
  * At head (requeues, 6.12 flush data) under kd->lock; anything else is
  * stamped with its arrival (rq->fifo_time) and posted to kd->inbox,
@@ -972,7 +957,11 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 		return;
 	}
 	spin_lock(&kd->lock);
-	k2_insert_list(kd, list, true, &free);
+	while (!list_empty(list)) {
+		rq = list_first_entry(list, struct request, queuelist);
+		list_del_init(&rq->queuelist);
+		k2_insert_request(kd, rq, true, &free);
+	}
 	spin_unlock(&kd->lock);
 
 	compat_free_requests(&free);
@@ -1068,13 +1057,15 @@ again:
 static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
-	struct request *rq;
+	struct request *rq, *next;
 	LIST_HEAD(free);
-	LIST_HEAD(in);
 
 	spin_lock(&kd->lock);
-	iosched_inbox_take(&kd->inbox, &in);
-	k2_insert_list(kd, &in, false, &free);
+	/* what was posted, in posting order ("Locking") */
+	for (rq = iosched_inbox_take(&kd->inbox); rq; rq = next) {
+		next = rq->rq_next;
+		k2_insert_request(kd, rq, false, &free);
+	}
 	rq = __k2_dispatch_request(kd, iosched_batch(kd->batch, hctx));
 	iosched_batch_note(kd->batch, hctx, rq);
 	spin_unlock(&kd->lock);

@@ -39,14 +39,14 @@ static bool post(struct iosched_inbox *ib, struct request *rqs, unsigned int n)
 /* Take everything into @out[], in the order taken; returns how many. */
 static unsigned int take(struct iosched_inbox *ib, struct request **out)
 {
-	struct request *rq;
+	struct request *rq, *next;
 	unsigned int n = 0;
 	LIST_HEAD(list);
 
-	iosched_inbox_take(ib, &list);
-	while (!list_empty(&list)) {
-		rq = list_first_entry(&list, struct request, queuelist);
-		list_del(&rq->queuelist);
+	for (rq = iosched_inbox_take(ib); rq; rq = next) {
+		next = rq->rq_next;
+		/* the caller may put it on a list at once, as the elevators do */
+		list_add_tail(&rq->queuelist, &list);
 		out[n++] = rq;
 	}
 	return n;
@@ -62,13 +62,15 @@ TEST(calls_and_their_requests_come_out_in_posting_order)
 
 	CHECK(iosched_inbox_empty(&ib));
 	CHECK(!iosched_inbox_post(&ib, &empty));
+	CHECK(list_empty(&empty));
 	CHECK(iosched_inbox_empty(&ib));
-	/* taking from an empty inbox leaves the list as it was */
-	iosched_inbox_take(&ib, &list);
-	CHECK(list_empty(&list));
+	CHECK(!iosched_inbox_take(&ib));
 	for (i = 0; i < 10; i++)
 		rqs[i].seq = i;
-	CHECK(post(&ib, rqs, 1));
+	/* posting leaves the caller's list empty */
+	list_add_tail(&rqs[0].queuelist, &list);
+	CHECK(iosched_inbox_post(&ib, &list));
+	CHECK(list_empty(&list));
 	CHECK(!iosched_inbox_empty(&ib));
 	CHECK(post(&ib, rqs + 1, 4));
 	CHECK(post(&ib, rqs + 5, 5));

@@ -180,6 +180,13 @@ struct list_head {
 #define list_entry(ptr, type, member)	container_of(ptr, type, member)
 #define list_first_entry(ptr, type, member)	\
 	list_entry((ptr)->next, type, member)
+#define list_next_entry(pos, member)	\
+	list_entry((pos)->member.next, typeof(*(pos)), member)
+#define list_for_each_entry_safe(pos, n, head, member)			\
+	for (pos = list_first_entry(head, typeof(*pos), member),	\
+	     n = list_next_entry(pos, member);				\
+	     &pos->member != (head);					\
+	     pos = n, n = list_next_entry(n, member))
 
 static inline void INIT_LIST_HEAD(struct list_head *list)
 {
@@ -200,14 +207,6 @@ static inline void list_add_tail(struct list_head *new, struct list_head *head)
 	new->prev = prev;
 	prev->next = new;
 	head->prev = new;
-}
-
-static inline void list_del(struct list_head *entry)
-{
-	entry->next->prev = entry->prev;
-	entry->prev->next = entry->next;
-	entry->next = (struct list_head *)0x100;	/* LIST_POISON1 */
-	entry->prev = (struct list_head *)0x122;	/* LIST_POISON2 */
 }
 
 #define READ_ONCE(x)	__atomic_load_n(&(x), __ATOMIC_RELAXED)
