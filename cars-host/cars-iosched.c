@@ -57,8 +57,10 @@
  *
  * Insertion
  * ---------
- * insert_requests stamps each new request's queue time and posts the list
- * to cd->inbox, lock-free (elevator/iosched-inbox.h); dispatch takes what
+ * insert_requests stamps each new request's queue time, fires the insert
+ * events (block_rq_insert, cars_insert) in the submitter's context and
+ * posts the list to cd->inbox, lock-free (elevator/iosched-inbox.h),
+ * touching no request after posting; dispatch takes what
  * was posted under cd->lock and inserts it into the flows first thing
  * (cars_take_inbox()), so a request takes cd->lock once on its way in.
  * has_work counts the inbox.  A request in the inbox is not yet in the
@@ -502,7 +504,6 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 	lockdep_assert_held(&cd->lock);
 
 	if (!compat_rq_elv_finish(rq)) {
-		trace_block_rq_insert(rq);
 		list_add_tail(&rq->queuelist, &cd->bypass);
 		WRITE_ONCE(cd->queued, cd->queued + 1);
 		return;
@@ -529,8 +530,6 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 	if (!f->queued++)
 		list_add_tail(&f->rr_node, &cd->rr);
 	WRITE_ONCE(cd->queued, cd->queued + 1);
-	trace_block_rq_insert(rq);
-	trace_cars_insert(rq, f->pid, at_head);
 }
 
 /*
@@ -545,11 +544,17 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 	struct request *rq;
 	u64 now = ktime_get_ns();
+	bool owned;
 
-	list_for_each_entry(rq, list, queuelist)
-		if (compat_rq_elv_finish(rq) &&
-		    !(cars_rq_get(rq) & CARS_RQ_OWNED))
+	list_for_each_entry(rq, list, queuelist) {
+		trace_block_rq_insert(rq);
+		if (!compat_rq_elv_finish(rq))
+			continue;
+		owned = cars_rq_get(rq) & CARS_RQ_OWNED;
+		if (!owned)
 			rq->elv.priv[0] = (void *)(unsigned long)now;
+		trace_cars_insert(rq, cars_rq_flow(cd, rq)->pid, owned);
+	}
 	iosched_inbox_post(&cd->inbox, list);
 }
 

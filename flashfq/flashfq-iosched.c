@@ -35,9 +35,12 @@
  *    lock-free, and dispatch takes the inbox first thing
  *    (elevator/iosched-inbox.h), so a request takes the lock once on its
  *    way in and is tagged when taken (a bio cannot merge into a request
- *    still in the inbox).  blk-mq calls them in process context: it runs
- *    a hardware queue inline only
- *    outside interrupts (WARN_ON_ONCE(in_interrupt()) in 6.1's
+ *    still in the inbox).  block_rq_insert fires at posting, in the
+ *    submitter's context; flashfq_insert, which carries the tags, when
+ *    the request is taken, in the dispatching context (its task field
+ *    names the request's task).  blk-mq calls them in process context:
+ *    it runs a hardware queue inline only outside interrupts
+ *    (WARN_ON_ONCE(in_interrupt()) in 6.1's
  *    __blk_mq_run_hw_queue() and 6.12's blk_mq_run_hw_queue(); upstream
  *    mq-deadline takes its lock there the same way).  The merge callbacks
  *    run under it (the core calls them from blk_mq_sched_try_merge() and
@@ -934,7 +937,8 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 	 * write requeued after a reset) go out first, untouched.
 	 */
 	if (!compat_rq_elv_finish(rq)) {
-		trace_block_rq_insert(rq);
+		if (at_head)	/* posted: traced by ffq_insert_requests() */
+			trace_block_rq_insert(rq);
 		list_add_tail(&rq->queuelist, &fd->bypass);
 		fd->nr_bypass++;
 		WRITE_ONCE(fd->queued, fd->queued + 1);
@@ -1008,7 +1012,8 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 	WRITE_ONCE(fd->queued, fd->queued + 1);
 	__ffq_refresh(fd, tq);
 
-	trace_block_rq_insert(rq);
+	if (at_head)
+		trace_block_rq_insert(rq);
 	trace_flashfq_insert(rq, tq->pid, start, start + charge, fd->s.vtime,
 			     at_head);
 }
@@ -1025,6 +1030,9 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 	LIST_HEAD(free);
 
 	if (!compat_insert_at_head(flags)) {
+		/* nothing touches a request once posted */
+		list_for_each_entry(rq, list, queuelist)
+			trace_block_rq_insert(rq);
 		iosched_inbox_post(&fd->inbox, list);
 		return;
 	}

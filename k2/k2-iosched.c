@@ -32,7 +32,9 @@
  * any other insertion posts to kd->inbox, lock-free, and dispatch takes the
  * inbox first thing (elevator/iosched-inbox.h), so a request takes the
  * lock once on its way in.  A request in the inbox is not yet in the
- * elevator hash: a bio cannot merge into it.  The core calls the merge
+ * elevator hash: a bio cannot merge into it.  Its insert events fire when
+ * it is posted, in the submitter's context; one that merges when taken has
+ * no other event, as one merged away while queued.  The core calls the merge
  * callbacks (request_merge, request_merged, requests_merged, next_request,
  * former_request) from blk_mq_sched_try_merge() and
  * blk_mq_sched_try_insert_merge(), which K2 calls with it held.  The queues are
@@ -900,11 +902,12 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 	if (kd->queued && blk_mq_sched_try_insert_merge(q, rq, free))
 		return;
 
-	trace_block_rq_insert(rq);
-	trace_k2_insert(rq, idx, at_head);
-
 	if (at_head) {
 		struct request *head;
+
+		/* posted ones were traced by k2_insert_requests() */
+		trace_block_rq_insert(rq);
+		trace_k2_insert(rq, idx, true);
 
 		/*
 		 * Requeued requests and 6.12 flush data go first in their
@@ -939,8 +942,10 @@ static void k2_insert_request(struct k2_data *kd, struct request *rq,
 
 /*
  * At head (requeues, 6.12 flush data) under kd->lock; anything else is
- * stamped with its arrival (rq->fifo_time) and posted to kd->inbox,
- * lock-free, for the next dispatch ("Locking").
+ * stamped with its arrival (rq->fifo_time), traced in the submitter's
+ * context and posted to kd->inbox, lock-free, for the next dispatch
+ * ("Locking").  Once posted, a request may be taken, dispatched and
+ * completed on another CPU: nothing here touches it after posting.
  */
 static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 			       struct list_head *list, compat_insert_t flags)
@@ -951,8 +956,12 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 	LIST_HEAD(free);
 
 	if (!compat_insert_at_head(flags)) {
-		list_for_each_entry(rq, list, queuelist)
+		list_for_each_entry(rq, list, queuelist) {
 			rq->fifo_time = now;
+			trace_block_rq_insert(rq);
+			trace_k2_insert(rq, k2_ioprio_to_queue(req_get_ioprio(rq)),
+					false);
+		}
 		iosched_inbox_post(&kd->inbox, list);
 		return;
 	}

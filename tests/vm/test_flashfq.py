@@ -136,26 +136,37 @@ def _pair_vs_reader(g: Guest, dev: str, share: int, b64: str) -> tuple[int, int,
     threads' requests were tagged for.  Counting within that window leaves
     out the start and end of the run, when one side runs alone for as long
     as fio takes to start in the guest (up to a second or more on a loaded
-    host)."""
+    host).  A task is named by the thread its pid is (flashfq_insert
+    fires where the request is taken, which may be the other side's
+    dispatch): the guest's threads are listed every half second of the
+    run."""
     g.sh(f"[ -x /tmp/cloneio ] || {{ echo {b64} | base64 -d > /tmp/cloneio; "
          "chmod +x /tmp/cloneio; }")
     devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
     text = ftrace_record(g, "flashfq", f"""
 fio --output-format=json --output=/tmp/fio.json {_jobs(dev, 8, '--name=r --ioengine=libaio --iodepth=2')} &
 pid=$!
-/tmp/cloneio {share} 2 /dev/{dev} 8 > /dev/null || {{ kill $pid; wait $pid; exit 3; }}
+/tmp/cloneio {share} 2 /dev/{dev} 8 > /dev/null &
+cpid=$!
+: > /tmp/threads
+for i in $(seq 16); do
+    for t in /proc/[0-9]*/task/[0-9]*; do echo "${{t##*/}} $(cat $t/comm 2>/dev/null)"; done \
+        >> /tmp/threads
+    sleep 0.5
+done
+wait $cpid || {{ kill $pid; wait $pid; exit 3; }}
 wait $pid || exit 4
 """, timeout=120)
-    # the task (I/O context) of each side, from who inserted its requests
+    # a thread that ended between the listing's glob and its cat has no name
+    comm = dict(ln.split(" ", 1) for ln in g.vm.read_file("/tmp/threads").decode().splitlines()
+                if ln.split(" ", 1)[-1].strip() and " " in ln)
+    # the task (I/O context) of each side: the thread whose pid it has
     side: dict[str, str] = {}
-    for line in text.splitlines():
-        m = report.FTRACE_LINE.match(line)
-        if m and m.group("name") == "flashfq_insert":
-            f = report.parse_ftrace_body(m.group("body"))
-            if f.get("dev") == devno:
-                side[str(f["task"])] = m.group("task").strip()
     trace = report.read_ftrace(text, "flashfq")
     assert trace.lost == 0
+    for e in trace.events:
+        if e.name == "flashfq_insert" and e.fields.get("dev") == devno:
+            side[str(e.fields["task"])] = comm.get(str(e.fields["task"]), "?")
     times: dict[str, list[int]] = {}
     for e in trace.events:
         if e.name == "flashfq_dispatch" and e.fields.get("dev") == devno:
