@@ -56,9 +56,9 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from bench.device import DeviceError
     if not a.device:
         raise DeviceError(f"calibrate {a.scheduler} needs --device (e.g. /dev/nvme0n1)")
+    if a.probe and a.scheduler != "cars":
+        raise DeviceError("--probe applies to calibrate cars")
     with target_for(a) as target:
-        if a.probe and a.scheduler != "cars":
-            raise DeviceError("--probe applies to calibrate cars")
         calibrate(target, a.scheduler, a.device, a.destroy_data, a.runtime, a.ramp,
                   iodepth=a.iodepth, probed=a.probe)
     return 0
