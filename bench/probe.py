@@ -9,10 +9,11 @@ Four steps, each printed with what it found:
    unwritten blocks without touching flash, and stripes what is written in
    order over its dies.
 2. **Parallelism and read_us.** 4 KiB random reads at iodepth 1, 2, 4, ...
-   until a doubling gains less than KNEE_GAIN (or at MAX_DEPTH).  A die
-   serves one read at a time for a fixed time; the host's own time per
-   request (submission, completion) overlaps other requests' once several
-   are in flight.  The fit's dies are those whose simulation
+   until a doubling gains less than KNEE_GAIN (or at MAX_DEPTH; both
+   depths are run again first, each keeping its quicker run: a slow spell
+   of the host fakes a knee).  A die serves one read at a time for a
+   fixed time; the host's own time per request (submission, completion)
+   overlaps other requests' once several are in flight.  The fit's dies are those whose simulation
    (closed_rate(), with the host's time) fits IOPS by depth best in the
    least-squares sense of their logarithms.  read_us is read_time(): the
    least over the depths of the latency per request in flight on a busy
@@ -23,11 +24,14 @@ Four steps, each printed with what it found:
 3. **The die of a page.** Pairs of 4 KiB reads issued together (iodepth
    2, submitted and reaped as a pair), one pair at a time, at a stride
    apart: a pair whose two pages share a die takes about twice one read
-   (their median latency against depth 1's mean).
+   (a low quantile of their latency, PAIR_QUANTILE, against depth 1's
+   mean: the host's delays only add to a pair's time, the die's is its
+   floor).  A pass replays its pairs of every stride in a random order
+   (pair_plan()), so every stride has pairs in the host's quiet spells.
    Strides of 4 to 128 KiB find the page (two reads in one page share its
    die: page_kb is the first stride whose pairs do not), strides of 1 to
-   2 x nr_dies pages the striping period (the first that conflicts
-   again, the one whose multiples match the conflicts best).  Static
+   2 x max(the fit's dies, PERIOD_PAGES) pages the striping period (the
+   one whose multiples match the conflicting strides best).  Static
    striping (die = page mod dies) holds when they match at nine strides in
    ten, and then the period is nr_dies (the fit's otherwise); depth is
    nr_dies.
@@ -52,7 +56,7 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TextIO
@@ -73,6 +77,11 @@ LOG_MS = 10
 CONFLICT_RATIO = 1.4
 #: pairs of reads per stride
 PAIRS = 24
+#: the quantile of a stride's pair latencies that stands for it
+PAIR_QUANTILE = 0.1
+#: the second pass of pairs tries strides of 1 to 2 x this many pages at
+#: least (2 x the fit's dies when more): a low fit must not hide the period
+PERIOD_PAGES = 16
 #: the share of strides that must match the period's multiples for static
 #: striping (one stride in ten may be a host hiccup)
 STATIC_AGREE = 0.9
@@ -233,6 +242,38 @@ def knee_reached(points: Sequence[DepthPoint], gain: float = KNEE_GAIN) -> bool:
     return a.iops > 0 and b.iops / a.iops < gain
 
 
+def depth_sweep(reads: Callable[[int], DepthPoint], say: Callable[[str], None]
+                ) -> list[DepthPoint]:
+    """The depth sweep of probe() with @reads(depth) measuring one depth:
+    1, 2, 4, ... until a doubling gains less than KNEE_GAIN, or MAX_DEPTH.
+    A slow spell of the host fakes a knee, so on one both depths are run
+    again, each keeping its quicker run (a spell only slows), and the
+    sweep goes on unless the knee is still there."""
+    points: list[DepthPoint] = []
+
+    def show(p: DepthPoint, again: str = "") -> None:
+        prev = [q for q in points if q.depth == p.depth // 2]
+        gain = f", x{p.iops / prev[0].iops:.2f} on half the depth" if prev else ""
+        say(f"probe 2/4: iodepth {p.depth:3d}: {p.iops:9.0f} IOPS, mean completion latency "
+            f"{p.clat_mean_us:9.1f} us{gain}{again}")
+
+    depth = 1
+    while depth <= MAX_DEPTH:
+        points.append(reads(depth))
+        show(points[-1])
+        if knee_reached(points):
+            for i in (-2, -1):
+                p = reads(points[i].depth)
+                if p.iops > points[i].iops:
+                    points[i] = p
+            for p in points[-2:]:
+                show(p, " (again: the quicker of two runs)")
+            if knee_reached(points):
+                break
+        depth *= 2
+    return points
+
+
 def write_step(run: WriteRun) -> WriteStep:
     """The write buffer in a write run at a fixed depth (fio's IOPS log,
     LOG_MS windows, the first from fio's start; a window without a
@@ -276,7 +317,7 @@ def write_step(run: WriteRun) -> WriteStep:
 
 def striping(pair_us: Mapping[int, float], single_us: float,
              ratio: float = CONFLICT_RATIO) -> Striping:
-    """The page and striping period from pairs' median latency by stride
+    """The page and striping period from pairs' latency by stride
     (KiB): a stride conflicts when its latency is at least @ratio times
     the lower of @single_us, one read's alone, and the quickest pair's (a
     pair on two dies takes about as long as one read, one on one die
@@ -328,17 +369,71 @@ def fill_job(path: str, region: int) -> str:
             "ioengine=io_uring\niodepth=8\nend_fsync=1\n[fill]\n")
 
 
-def pairs_job(path: str, strides_kb: Sequence[int], region: int, pairs: int = PAIRS) -> str:
-    """One job per stride, one after another (stonewall): @pairs pairs of
-    4 KiB reads @stride apart (fewer where they would leave the first
-    @region bytes), each pair submitted and reaped together."""
-    out = [f"[global]\nfilename={path}\ndirect=1\nbs=4k\nioengine=io_uring\niodepth=2\n"
-           "iodepth_batch_submit=2\niodepth_batch_complete_min=2\n"]
+def pair_plan(strides_kb: Sequence[int], region: int, page_kb: int | None = None,
+              pairs: int = PAIRS, seed: int = 1) -> list[tuple[int, int]]:
+    """The pairs of one pass, as (stride KiB, first read's offset in
+    bytes), in a seeded random order: each stride's @pairs pairs are
+    spread over the whole pass, so that a slow spell of the host (another
+    VM beside it, a daemon) slows every stride alike instead of the few
+    measured during it.  A pair starts at a multiple of @page_kb KiB, or
+    of twice its stride without it (a stride below the page then keeps
+    both reads in one page), and ends within the first @region bytes."""
+    rnd = random.Random(seed)
+    plan: list[tuple[int, int]] = []
     for s in strides_kb:
-        n = max(2, min(pairs, region // (2 * s * 1024)))
-        rw = "read" if s == 4 else f"read:{s - 4}k"
-        out.append(f"[stride-{s}k]\nstonewall\nrw={rw}\nnumber_ios={2 * n}\n")
-    return "".join(out)
+        step = (page_kb or 2 * s) * 1024
+        starts = range(0, region - (s + 4) * 1024 + 1, step)
+        if not starts:
+            raise ValueError(f"pairs {s} KiB apart do not fit in {region} bytes")
+        picks = rnd.sample(starts, min(pairs, len(starts)))
+        plan += [(s, a) for a in picks + [rnd.choice(starts) for _ in range(pairs - len(picks))]]
+    rnd.shuffle(plan)
+    return plan
+
+
+def pairs_iolog(path: str, plan: Sequence[tuple[int, int]]) -> str:
+    """fio's replay log (version 2) of @plan's reads, 4 KiB each, in order."""
+    out = ["fio version 2 iolog", f"{path} add", f"{path} open"]
+    for s, a in plan:
+        out += [f"{path} read {a} 4096", f"{path} read {a + s * 1024} 4096"]
+    out.append(f"{path} close")
+    return "\n".join(out) + "\n"
+
+
+def pairs_job(iolog: str, lat_log: str) -> str:
+    """A replay of @iolog two reads at a time, submitted and reaped
+    together (so both of a pair carry its latency), every read's
+    completion latency and offset logged to @lat_log_clat.1.log."""
+    return ("[global]\ndirect=1\nioengine=io_uring\niodepth=2\niodepth_batch_submit=2\n"
+            f"iodepth_batch_complete_min=2\nreplay_no_stall=1\nread_iolog={iolog}\n"
+            f"write_lat_log={lat_log}\nlog_offset=1\n[pairs]\n")
+
+
+def pair_latency(plan: Sequence[tuple[int, int]], log: str,
+                 quantile: float = PAIR_QUANTILE) -> dict[int, float]:
+    """The @quantile (nearest rank) of each stride's pair latencies, us, in
+    @plan from fio's per-read completion latency log (time ms, latency ns,
+    direction, size, offset, ...): a pair completes as one (reaped
+    together), in the plan's order, so its reads are the log's next two.
+    A low quantile, since what the host adds (another VM on its CPUs, an
+    interrupt) only lengthens a pair, while the die's own time is a floor:
+    beside another VM under TCG, 6 of 28 strides on two dies had a median
+    above 1.4 times the quickest stride's."""
+    rows = []
+    for ln in log.splitlines():
+        f = [x.strip() for x in ln.split(",")]
+        if len(f) >= 5 and f[0].isdigit():
+            rows.append((int(f[1]) / 1000.0, int(f[4])))
+    if len(rows) != 2 * len(plan):
+        raise RunError(f"probe: fio logged {len(rows)} reads of the pairs' {2 * len(plan)}")
+    by: dict[int, list[float]] = {}
+    for i, (s, a) in enumerate(plan):
+        (l1, o1), (l2, o2) = rows[2 * i], rows[2 * i + 1]
+        if {o1, o2} != {a, a + s * 1024}:
+            raise RunError(f"probe: fio's latency log does not follow the pairs (pair {i}: "
+                           f"offsets {o1} and {o2}, planned {a} and {a + s * 1024})")
+        by.setdefault(s, []).append(max(l1, l2))
+    return {s: sorted(v)[max(0, math.ceil(quantile * len(v)) - 1)] for s, v in by.items()}
 
 
 def parse_log(text: str, scale: float = 1.0) -> list[tuple[float, float]]:
@@ -360,11 +455,14 @@ def _fio(target: Target, job: str, name: str, timeout: float) -> dict[str, Any]:
     return check_fio(rc, text, log)
 
 
-def pair_median(res: dict[str, Any], stride_kb: int) -> float:
-    """The median completion latency of the pairs @stride_kb apart: a
-    timer or host hiccup in one pair moves a mean of them across the
-    conflict threshold, not the median."""
-    return fio.percentile(fio.job_stats(res, f"stride-{stride_kb}k"), 50.0)
+def _pairs(target: Target, path: str, plan: list[tuple[int, int]], name: str
+           ) -> dict[int, float]:
+    """Each stride's pair latency (pair_latency()), us, measured by
+    replaying @plan."""
+    base = f"{target.tmpdir}/probe-{name}"
+    target.write_file(f"{base}.iolog", pairs_iolog(path, plan).encode())
+    _fio(target, pairs_job(f"{base}.iolog", base), name, 600)
+    return pair_latency(plan, target.read_file(f"{base}_clat.1.log").decode())
 
 
 def probe(target: Target, path: str, size_bytes: int, out: TextIO = sys.stdout,
@@ -382,33 +480,25 @@ def probe(target: Target, path: str, size_bytes: int, out: TextIO = sys.stdout,
     say(f"probe 1/4: writing the first {region >> 20} MiB in order (what is read later)")
     _fio(target, fill_job(path, region), "fill", 600)
 
-    points: list[DepthPoint] = []
-    depth = 1
-    while depth <= MAX_DEPTH:
+    def reads(depth: int) -> DepthPoint:
         st = fio.job_stats(_fio(target, depth_job(path, region, depth, runtime, ramp),
                                 f"qd{depth}", (runtime + ramp) * 3 + 120), f"reads-qd{depth}")
         if not st.ios:
             raise RunError(f"probe: no read completed at iodepth {depth}")
-        points.append(DepthPoint(depth, st.iops, st.clat_mean_us))
-        gain = "" if depth == 1 else f", x{st.iops / points[-2].iops:.2f} on half the depth"
-        say(f"probe 2/4: iodepth {depth:3d}: {st.iops:9.0f} IOPS, mean completion latency "
-            f"{st.clat_mean_us:9.1f} us{gain}")
-        if knee_reached(points):
-            break
-        depth *= 2
+        return DepthPoint(depth, st.iops, st.clat_mean_us)
+
+    points = depth_sweep(reads, say)
     fit = fit_dies(points)
     say(f"  {fit.dies} dies: with a time per read of {fit.service_us:.0f} us and the host's "
         f"{fit.think_us:.0f} us (overlapping at depth), what fits IOPS by depth best")
 
     # the pairs before the writes: random writes move pages off the stripes
-    strides = sorted(set(PAGE_STRIDES_KB))
-    res = _fio(target, pairs_job(path, strides, region), "pairs", 600)
-    pair_us = {s: pair_median(res, s) for s in strides}
+    pair_us = _pairs(target, path, pair_plan(PAGE_STRIDES_KB, region), "pairs")
     first = striping(pair_us, points[0].clat_mean_us)
     if first.page_kb is not None:
-        more = [first.page_kb * j for j in range(1, 2 * fit.dies + 1)]
-        res = _fio(target, pairs_job(path, more, region), "pairs2", 600)
-        pair_us.update({s: pair_median(res, s) for s in more})
+        top = min(2 * max(fit.dies, PERIOD_PAGES), (region >> 10) // (2 * first.page_kb))
+        more = [first.page_kb * j for j in range(1, top + 1)]
+        pair_us.update(_pairs(target, path, pair_plan(more, region, first.page_kb), "pairs2"))
     stripes = striping(pair_us, points[0].clat_mean_us)
     if stripes.page_kb is None:
         say(f"probe 3/4: pairs of reads up to {CARS_PAGE_KB[1]} KiB apart all shared a die: the "
@@ -419,6 +509,9 @@ def probe(target: Target, path: str, size_bytes: int, out: TextIO = sys.stdout,
             f"{stripes.period} pages"
             + ("; static striping (page mod dies) holds" if stripes.static
                else "; static striping (page mod dies) does not hold exactly"))
+    say(f"  pairs' latency by stride, {PAIR_QUANTILE:.0%} quantile, us (* shared a die): "
+        + ", ".join(f"{s}k {pair_us[s]:.0f}{'*' if stripes.conflicts[s] else ''}"
+                    for s in sorted(pair_us)))
 
     dies = fit.dies
     if stripes.static and stripes.period:
