@@ -8,16 +8,17 @@ Four steps, each printed with what it found:
    most half of it), is written in order: a real drive serves reads of
    unwritten blocks without touching flash, and stripes what is written in
    order over its dies.
-2. **Parallelism and read_us.** 4 KiB random reads at iodepth 1, 2, 4, ...
+2. **Parallelism.** 4 KiB random reads at iodepth 1, 2, 4, ...
    until a doubling gains less than KNEE_GAIN (or at MAX_DEPTH; both
    depths are run again first, each keeping its quicker run: a slow spell
    of the host fakes a knee).  A die serves one read at a time for a
    fixed time; the host's own time per request (submission, completion)
    overlaps other requests' once several are in flight.  The fit's dies are those whose simulation
    (closed_rate(), with the host's time) fits IOPS by depth best in the
-   least-squares sense of their logarithms.  read_us is read_time(): the
-   least over the depths of the latency per request in flight on a busy
-   die (Little's law), where the host's time hides most.  KNEE_GAIN: with
+   least-squares sense of their logarithms.  read_us, when step 3 finds
+   no pairs to take it from, is read_time(): the least over the depths of
+   the latency per request in flight on a busy die (Little's law), where
+   the host's time hides most.  KNEE_GAIN: with
    fixed times a doubling gains less than 1.1 only from about 8 x nr_dies
    requests on, where IOPS are within 6 % of the device's most, and 1.1
    is about the noise of two short runs' ratio.
@@ -34,7 +35,8 @@ Four steps, each printed with what it found:
    one whose multiples match the conflicting strides best).  Static
    striping (die = page mod dies) holds when they match at nine strides in
    ten, and then the period is nr_dies (the fit's otherwise); depth is
-   nr_dies.
+   nr_dies.  read_us is what a pair on one die takes beyond a pair on two
+   (pair_read_time()): the host's time is in both and cancels.
    Before the writes, which move pages.
 4. **write_us and the write buffer.** 4 KiB random writes at iodepth
    4 x nr_dies, fio's IOPS logged every LOG_MS: once a DRAM write buffer
@@ -82,6 +84,8 @@ PAIR_QUANTILE = 0.1
 #: the second pass of pairs tries strides of 1 to 2 x this many pages at
 #: least (2 x the fit's dies when more): a low fit must not hide the period
 PERIOD_PAGES = 16
+#: the strides of each kind (on one die, on two) pair_read_time() needs
+MIN_STRIDES = 2
 #: the share of strides that must match the period's multiples for static
 #: striping (one stride in ten may be a host hiccup)
 STATIC_AGREE = 0.9
@@ -232,6 +236,24 @@ def read_time(points: Sequence[DepthPoint], dies: int) -> float:
     if not points:
         raise ValueError("no depth measured")
     return min(p.clat_mean_us * closed_rate(dies, p.depth) / p.depth for p in points)
+
+
+def pair_read_time(pair_us: Mapping[int, float], stripes: Striping) -> float | None:
+    """A die's time per read from the pairs, us: a pair on one die takes
+    two reads' time and the host's, a pair on two dies one read's and the
+    host's, so the median of the strides that shared a die less that of
+    those that did not is one read's time, the host's cancelled (at depth
+    1 it adds to the latency in full; under TCG beside another VM it put
+    depth 1's mean 40 % above ssdsim's read time).  None unless each kind
+    has MIN_STRIDES strides (no conflict found: the page or the period
+    above the strides)."""
+    same = [v for s, v in pair_us.items() if stripes.conflicts.get(s)]
+    apart = [v for s, v in pair_us.items() if s in stripes.conflicts
+             and not stripes.conflicts[s]]
+    if len(same) < MIN_STRIDES or len(apart) < MIN_STRIDES:
+        return None
+    t = statistics.median(same) - statistics.median(apart)
+    return t if t > 0 else None
 
 
 def knee_reached(points: Sequence[DepthPoint], gain: float = KNEE_GAIN) -> bool:
@@ -518,9 +540,16 @@ def probe(target: Target, path: str, size_bytes: int, out: TextIO = sys.stdout,
         dies = stripes.period
         say(f"  nr_dies {dies}, depth {dies}: the striping period, where cars's model "
             f"(die = page mod nr_dies) holds (the IOPS fit said {fit.dies})")
-    read_us = read_time(points, dies)
-    say(f"  read_us {read_us:.0f}: {dies} dies' time per read by Little's law, the least "
-        "over the depths")
+    little = read_time(points, dies)
+    paired = pair_read_time(pair_us, stripes)
+    if paired is not None:
+        read_us = paired
+        say(f"  read_us {read_us:.0f}: what a pair on one die took beyond a pair on two "
+            f"(medians of the strides; by Little's law over the depths {little:.0f})")
+    else:
+        read_us = little
+        say(f"  read_us {read_us:.0f}: {dies} dies' time per read by Little's law, the least "
+            "over the depths (the pairs found no stride on one die and two on two)")
     wdepth = max(4, min(MAX_DEPTH, 4 * dies))
     log = f"{target.tmpdir}/probe-wlog"
     _fio(target, write_job(path, region, wdepth, write_s, log), "write", write_s * 3 + 120)
