@@ -38,9 +38,10 @@ def pytest_configure(config: pytest.Config) -> None:
               "code that test_generic and test_faults do not take",
               "userspace: tests user space (the benchmark runner, kyber-tune, the udev rule) "
               "on whatever kernel: tests/run runs it on the first test kernel only",
-              "first_kernel: a long end-to-end test whose kernel side other tests cover on "
-              "every kernel: tests/run runs it on the first test kernel only (pytest "
-              "--kernel runs it on any)",
+              "first_kernel: a test of what no kernel changes (a long end-to-end run, a "
+              "policy of a scheduler's core header or of ssdsim's model) whose kernel side "
+              "other tests cover on every kernel: tests/run runs it on the first test "
+              "kernel only (pytest --kernel runs it on any)",
               "minutes(n): takes up to n minutes on a slow, busy host; under tests/run's time "
               "budget it starts only while that still ends by the others' end "
               "(pytest_runtest_setup())"):

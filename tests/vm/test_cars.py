@@ -82,6 +82,7 @@ def _run_mixed(g: Guest, filt: int, seconds: int) -> tuple[float, int, int, dict
 
 
 @pytest.mark.timing
+@pytest.mark.first_kernel  # cars-core.h's filter; the dispatch side: the others, each kernel
 def test_filter_keeps_reads_off_programming_dies(cars: Guest) -> None:
     """The same mixed random read/write load (2 flows, 50% reads, iodepth 8
     each) under cars with filter=0 (round-robin, same depth and throttle)

@@ -311,6 +311,7 @@ def test_driver_gets_requests_in_dispatch_order(k2: Guest) -> None:
 
 
 @pytest.mark.timing
+@pytest.mark.first_kernel  # k2-core.h's bound; strict priority and the bound: each kernel
 def test_rt_tail_latency_ratio(icount_guest: Guest) -> None:
     """The seed's set-up, shortened: one synchronous RT 4 KiB random reader
     with 2 ms think time beside three best-effort readers at iodepth 32.  The

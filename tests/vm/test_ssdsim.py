@@ -197,6 +197,7 @@ def test_read_beside_writer_is_slow(guest: Guest, ssd: Loader) -> None:
 
 
 @pytest.mark.timing
+@pytest.mark.first_kernel  # ssdsim-model.c's dies; the driver's side: the others, each kernel
 def test_iops_grows_with_depth_up_to_dies(icount_guest: Guest) -> None:
     """Random-read IOPS grows with the queue depth while there are idle dies
     to use, and flattens beyond the number of dies (8) below their combined
