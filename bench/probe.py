@@ -36,7 +36,9 @@ Four steps, each printed with what it found:
    striping (die = page mod dies) holds when they match at nine strides in
    ten, and then the period is nr_dies (the fit's otherwise); depth is
    nr_dies.  read_us is what a pair on one die takes beyond a pair on two
-   (pair_read_time()): the host's time is in both and cancels.
+   (pair_read_time()): the host's time is in both and cancels (a period
+   too near the second pass's end to give MIN_STRIDES strides on one die
+   has its next multiples measured for it).
    Before the writes, which move pages.
 4. **write_us and the write buffer.** 4 KiB random writes at iodepth
    4 x nr_dies, fio's IOPS logged every LOG_MS: once a DRAM write buffer
@@ -522,6 +524,15 @@ def probe(target: Target, path: str, size_bytes: int, out: TextIO = sys.stdout,
         more = [first.page_kb * j for j in range(1, top + 1)]
         pair_us.update(_pairs(target, path, pair_plan(more, region, first.page_kb), "pairs2"))
     stripes = striping(pair_us, points[0].clat_mean_us)
+    if stripes.page_kb is not None and stripes.period and \
+            pair_read_time(pair_us, stripes) is None:
+        # a period near the second pass's end: its multiples, for read_us
+        more = [stripes.page_kb * stripes.period * j for j in range(2, 2 + MIN_STRIDES)]
+        more = [x for x in more if x not in pair_us and x * 1024 * 2 <= region]
+        if more:
+            pair_us.update(_pairs(target, path, pair_plan(more, region, stripes.page_kb),
+                                  "pairs3"))
+            stripes = striping(pair_us, points[0].clat_mean_us)
     if stripes.page_kb is None:
         say(f"probe 3/4: pairs of reads up to {CARS_PAGE_KB[1]} KiB apart all shared a die: the "
             "page was not found (page_kb left as it is)")
