@@ -164,23 +164,25 @@ def test_results_are_named_by_node_id_as_collected(capsys: pytest.CaptureFixture
 
 def test_the_vm_parts_run_each_kernels_plan_once() -> None:
     """The lanes' parts (vm_parts()): the other kernels' tiers whole first,
-    the first kernel's in three whose tests, as pytest collects them, are
+    the first kernel's in parts whose tests, as pytest collects them, are
     its plan group's, each once."""
     kernels, _ = runner.test_kernels()
     if len(kernels) < 2:
         pytest.fail("needs two test kernels installed (scripts/setup)")
     parts = runner.vm_parts(kernels)
-    assert [p.kernel for p in parts] == kernels[1:] + [kernels[0]] * 3
-    assert all(p.name == "" for p in parts[:-3]) and len({p.label for p in parts}) == len(parts)
+    n = 2 + len(runner.FIRST_KERNEL_APART)
+    assert [p.kernel for p in parts] == kernels[1:] + [kernels[0]] * n
+    assert all(p.name == "" for p in parts[:-n]) and len({p.label for p in parts}) == len(parts)
     plan = runner.read_plan(runner.PLAN.read_text())
     got: list[str] = []
-    for p in parts[-3:]:
+    for p in parts[-n:]:
         extra = [f"--kernel={p.kernel}", "-m", p.marks, *(f"--ignore={i}" for i in p.ignore)]
         ids = runner.pytest_collect(list(p.paths), extra)
         assert ids, p
         got += ids
     assert sorted(got) == sorted(plan[runner.vm_group(kernels[0]).key])
-    assert any(i.startswith(runner.FIRST_KERNEL_APART) for i in got)
+    for f in runner.FIRST_KERNEL_APART:
+        assert any(i.startswith(f + "::") for i in got), f
 
 
 def test_a_part_under_k_may_collect_nothing(tmp_path: Path,
