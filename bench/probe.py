@@ -249,9 +249,8 @@ def pair_read_time(pair_us: Mapping[int, float], stripes: Striping) -> float | N
     depth 1's mean 40 % above ssdsim's read time).  None unless each kind
     has MIN_STRIDES strides (no conflict found: the page or the period
     above the strides)."""
-    same = [v for s, v in pair_us.items() if stripes.conflicts.get(s)]
-    apart = [v for s, v in pair_us.items() if s in stripes.conflicts
-             and not stripes.conflicts[s]]
+    same = [pair_us[s] for s, hit in stripes.conflicts.items() if hit]
+    apart = [pair_us[s] for s, hit in stripes.conflicts.items() if not hit]
     if len(same) < MIN_STRIDES or len(apart) < MIN_STRIDES:
         return None
     t = statistics.median(same) - statistics.median(apart)

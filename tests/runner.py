@@ -501,13 +501,18 @@ def pytest_run(t: Tally, group: Group, paths: list[str], extra: list[str] | None
             t.add(f"{label}: pytest exit status {p.returncode}", False, log[-5000:])
 
 
+#: the -m expressions of the VM tests every kernel runs, and of those the
+#: first kernel runs alone: the tests marked userspace (user space's, the
+#: same on every kernel) and first_kernel (a test of a kernel-independent
+#: thing whose kernel side other tests cover on every kernel)
+EVERY_KERNEL = "not debug_kernel and not userspace and not first_kernel"
+FIRST_KERNEL_ONLY = "not debug_kernel and (userspace or first_kernel)"
+
+
 def vm_marks(k: str, kernels: list[str]) -> str:
-    """The -m expression of kernel @k's VM tier: the tests marked userspace
-    (user space's, the same on every kernel) and first_kernel (a test of a
-    kernel-independent thing whose kernel side other tests cover on every
-    kernel) run on the first test kernel only."""
-    return ("not debug_kernel" if k == kernels[0]
-            else "not debug_kernel and not userspace and not first_kernel")
+    """The -m expression of kernel @k's VM tier: the first test kernel's
+    holds FIRST_KERNEL_ONLY's tests too."""
+    return "not debug_kernel" if k == kernels[0] else EVERY_KERNEL
 
 
 #: the first test kernel's tests of user space and its first_kernel tests
@@ -543,14 +548,12 @@ def vm_parts(kernels: list[str]) -> list[VMPart]:
     if not kernels:
         return []
     first, rest = kernels[0], kernels[1:]
-    every = vm_marks(rest[0], kernels) if rest else \
-        "not debug_kernel and not userspace and not first_kernel"
-    only = "not debug_kernel and (userspace or first_kernel)"
-    apart = [VMPart(first, "first kernel's: " + Path(f).name, only, (f,))
+    apart = [VMPart(first, "first kernel's: " + Path(f).name, FIRST_KERNEL_ONLY, (f,))
              for f in FIRST_KERNEL_APART]
     return [VMPart(k, "", vm_marks(k, kernels)) for k in rest] + [
-        VMPart(first, "every kernel's", every), apart[0],
-        VMPart(first, "first kernel's: the others", only, ignore=FIRST_KERNEL_APART),
+        VMPart(first, "every kernel's", EVERY_KERNEL), apart[0],
+        VMPart(first, "first kernel's: the others", FIRST_KERNEL_ONLY,
+               ignore=FIRST_KERNEL_APART),
         *apart[1:]]
 
 
@@ -671,12 +674,9 @@ class VMLanes:
         self.work("main")
         assert self.thread is not None
         self.thread.join()
-        for k in self.kernels:
-            for part, pt in self.tallies.items():
-                if part.kernel == k:
-                    t.merge(pt)
-        times.update({p.label: self.times[p.label] for k in self.kernels
-                      for p in self.tallies if p.kernel == k and p.label in self.times})
+        for part in sorted(self.tallies, key=lambda p: self.kernels.index(p.kernel)):
+            t.merge(self.tallies[part])
+            times[part.label] = self.times[part.label]
 
 
 def debug_release() -> str:

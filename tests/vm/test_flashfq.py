@@ -140,7 +140,7 @@ def _pair_vs_reader(g: Guest, dev: str, share: int, b64: str) -> tuple[int, int,
     fires where the request is taken, which may be the other side's
     dispatch): the guest's threads are listed every half second of the
     run, by one grep (a cat a thread, about 150 processes a listing, took
-    the guest's CPU from the threads measured and 60-113 s a kernel)."""
+    the guest's CPU from the threads measured)."""
     g.sh(f"[ -x /tmp/cloneio ] || {{ echo {b64} | base64 -d > /tmp/cloneio; "
          "chmod +x /tmp/cloneio; }")
     devno = g.sh(f"cat /sys/block/{dev}/dev").strip().replace(":", ",")
