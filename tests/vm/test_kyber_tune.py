@@ -5,6 +5,7 @@ the targets back when it ends."""
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,9 +30,13 @@ TIME_SCALE = 20
 # the least a read of ssdsim's takes at TIME_SCALE, in us: a die's page
 # read, 50 us at time_scale 1 (ssdsim/README.md)
 READ_US_MIN = 50 * TIME_SCALE
-# how much higher one of the grid's 2 s runs may measure the read P99 than
-# its neighbour at the next read target without breaking the grid's order
-# (a cell's P99 is about its slowest read)
+# how much higher a read target's row of the grid (the median of its cells'
+# read P99 over the write targets) may be than the next read target's
+# without breaking the grid's order.  A cell's P99 is about the slowest of
+# its 28 or so reads, so one cell against one cell is two maxima: over 29
+# cells of four runs (162-255 ms, no effect of either target in this
+# workload) a cell was above 1.5x its neighbour at the next read target in
+# 5 % of draws a pair, a run's medians of three in 0.2 %
 GRID_NOISE = 1.5
 # the reader's objective in the auto test: a read that meets a program on its
 # die waits up to 10.2 ms (time_scale 20), so 15 ms can be met beside a writer
@@ -82,7 +87,8 @@ def test_grid_heatmaps_on_ssdsim(icount_guest: Guest, icount_ssdsim: str,
     lane's VM one cell's came out 321 ms against 173 ms at the next read
     target up, the host's stalls in the reads' times; counting
     instructions, three runs' cells were 162-225 ms, neighbours at most
-    1.32x apart (GRID_NOISE 1.5)."""
+    1.32x apart, and a fourth's 255 ms against 167 ms: the order is asked of
+    each read target's median over the write targets (GRID_NOISE)."""
     guest, ssdsim = icount_guest, icount_ssdsim
     out = tmp_path / "grid"
     argv = ["run", "kyber-grid", "--device", ssdsim, "--workloads", "R1+W256",
@@ -116,13 +122,13 @@ def test_grid_heatmaps_on_ssdsim(icount_guest: Guest, icount_ssdsim: str,
     for ij in g.cells:
         assert READ_US_MIN <= p99[ij] <= 1e6, (ij, p99[ij])
         assert wio[ij] >= 10, (ij, wio[ij])
-    # what the grid is for: at each write target, a lower read target never
-    # gives a higher read P99, beyond a run's noise
-    for j in range(3):
-        for i in range(2):
-            assert p99[(i, j)] <= GRID_NOISE * p99[(i + 1, j)], \
-                f"write target {j}: read P99 {p99[(i, j)]:.0f} us at read target {i}, " \
-                f"{p99[(i + 1, j)]:.0f} us at {i + 1}"
+    # what the grid is for: a lower read target never gives a higher read
+    # P99, beyond a run's noise
+    row = [statistics.median(p99[(i, j)] for j in range(3)) for i in range(3)]
+    for i in range(2):
+        assert row[i] <= GRID_NOISE * row[i + 1], \
+            f"read P99 over the write targets, median {row[i]:.0f} us at read target " \
+            f"{i}, {row[i + 1]:.0f} us at {i + 1}: {p99}"
 
 
 @pytest.mark.timing
