@@ -130,7 +130,7 @@ def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout,
     info = devmod.info(target, dev)
     if info.kind != "ssdsim" or probed:
         devmod.check_device(target, dev, destroy_data, out)
-        return _cars_written(target, dev, out, lambda: _probed(target, dev, info, out))
+        return _cars_written(target, dev, out, lambda: probed_tunables(target, dev, info, out))
     ss = read_ssdsim(target, dev)
     values = cars_tunables(ss)
 
@@ -145,8 +145,11 @@ def calibrate_cars(target: Target, device: str, out: TextIO = sys.stdout,
     return _cars_written(target, dev, out, read)
 
 
-def _probed(target: Target, dev: str, info: devmod.DeviceInfo, out: TextIO) -> dict[str, int]:
-    """cars's tunables measured on /dev/@dev under none (bench/probe.py)."""
+def probed_tunables(target: Target, dev: str, info: devmod.DeviceInfo,
+                    out: TextIO) -> dict[str, int]:
+    """cars's tunables measured on /dev/@dev under none (bench/probe.py),
+    in the order to write them; the device has been through the safety
+    check.  Callers: calibrate_cars(), the cars suite's cars-probed."""
     devmod.set_scheduler(target, dev, "none")
     start = target.clock()
     print(f"probing {info.path} ({info.model}) for cars with fio under none "

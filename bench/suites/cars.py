@@ -15,7 +15,9 @@ same workload:
 
 each under none, mq-deadline, cars with filter=0 ("cars-rr": plain
 round-robin with the same depth and throttle, the paper's baseline) and
-cars; and one flow of each read ratio alone under none (the device's own
+cars (and, when asked for, "cars-probed": cars calibrated by
+bench/probe.py as on a drive that publishes nothing, against cars
+calibrated from ssdsim's sysfs); and one flow of each read ratio alone under none (the device's own
 response time).  A flow's slowdown is its mean response time (completion
 latency, reads and writes) in the mix over a flow of its read ratio alone;
 weighted fairness is the sum over the flows of 1 / slowdown.
@@ -44,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import fio, jobs, prep
-from bench.calibrate import cars_tunables, read_ssdsim
+from bench.calibrate import cars_tunables, probed_tunables, read_ssdsim
 from bench.markdown import table
 from bench.plot import figure, grouped_bars, save, summary_lines
 from bench.results import Results, Summary, summarize
-from bench.runner import Config, Label, Phase, Plan, RunContext
+from bench.runner import Config, Label, Phase, Plan, RunContext, RunError
 from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
                           extra_tunables, icount_note, ordered)
 from bench.suites.k2 import csv
@@ -56,9 +58,16 @@ from bench.suites.k2 import csv
 #: the compared configurations: label -> (elevator, cars's filter)
 CONFIGS: dict[str, tuple[str, int | None]] = {
     "none": ("none", None), "mq-deadline": ("mq-deadline", None),
-    "cars-rr": ("cars", 0), "cars": ("cars", 1)}
+    "cars-rr": ("cars", 0), "cars": ("cars", 1), "cars-probed": ("cars", 1)}
 SCHEDS = list(CONFIGS)
-NAMES = {"cars-rr": "cars filter=0"}
+#: compared unless --schedulers says otherwise (cars-probed adds the probe,
+#: about a minute, to the set-up)
+DEFAULT_SCHEDS = ["none", "mq-deadline", "cars-rr", "cars"]
+PROBED = "cars-probed"
+NAMES = {"cars-rr": "cars filter=0", PROBED: "cars (probed)"}
+#: cars calibrated by the probe against cars calibrated from ssdsim's
+#: sysfs: the most its mean slowdown or total IOPS may differ on a workload
+PROBED_WITHIN = 0.05
 EXPERIMENTS = {"pair": "two flows, 50% reads each",
                "sweep": "flow 2's read ratio swept, flow 1 at 50% reads",
                "flows": "N flows, weighted fairness"}
@@ -168,6 +177,33 @@ def ssdsim_model(ctx: RunContext) -> tuple[tuple[str, Label], ...]:
     """cars's tunables matching the ssdsim disk now (its write pointer
     included): a cars configuration's live tunables."""
     return tuple(cars_tunables(read_ssdsim(ctx.target, ctx.dev)).items())
+
+
+def write_through_probed(ctx: RunContext) -> dict[str, Any]:
+    """The phase's set-up with cars-probed among the configurations:
+    write_through(), then bench/probe.py on the write-through device under
+    none, as `bench calibrate cars --probe` runs it (the settle before
+    every run reloads ssdsim, so no run sees what the probe wrote).  What
+    it found is kept for probed_model() and recorded with the set-up."""
+    info = write_through(ctx)
+    ctx.say("probing the device for cars-probed (bench/probe.py)")
+    values = probed_tunables(ctx.target, ctx.dev, ctx.device, ctx.out)
+    ctx.state[PROBED] = values
+    info["probed"] = values
+    return info
+
+
+def probed_model(ctx: RunContext) -> tuple[tuple[str, Label], ...]:
+    """cars-probed's live tunables: what the set-up's probe found, then
+    the write pointer from ssdsim as cars gets it (the probe cannot find
+    it; both cars configurations are given it).  erase_us and the mapping
+    cache stay at cars's defaults, as after `bench calibrate cars
+    --probe`."""
+    values = ctx.state.get(PROBED)
+    if values is None:
+        raise RunError("cars-probed runs before the phase's probe")
+    die = int(read_ssdsim(ctx.target, ctx.dev)["write_die"]) % int(values["nr_dies"])
+    return (*values.items(), ("write_pointer", die))
 
 
 # ---------------------------------------------------------------------------
@@ -291,6 +327,17 @@ def as_dicts(x: Any) -> Any:
     return x
 
 
+def probed_change(probed: dict[str, Any], cars: dict[str, Any]) -> dict[str, float]:
+    """cars-probed against cars on one workload (means over runs): mean
+    slowdown and total IOPS, each as a fraction above cars's."""
+    return {"slowdown": probed["mean_slowdown"].mean / cars["mean_slowdown"].mean - 1,
+            "iops": probed["iops"].mean / cars["iops"].mean - 1}
+
+
+def within(g: dict[str, float]) -> bool:
+    return all(abs(v) <= PROBED_WITHIN for v in g.values())
+
+
 def gains(cars: dict[str, Any], rr: dict[str, Any]) -> dict[str, float]:
     """cars against cars-rr on one workload (means over runs): slowdown
     reduction, IOPS gain, weighted-fairness gain, as fractions."""
@@ -339,12 +386,15 @@ class CarsSuite(Suite):
                             "readers in turn)")
         p.add_argument("--iodepth", type=int, default=IODEPTH,
                        help=f"requests each flow keeps in flight (default {IODEPTH})")
-        p.add_argument("--schedulers", type=csv(str, SCHEDS), default=SCHEDS,
-                       help="compared (default none,mq-deadline,cars-rr,cars; cars-rr is "
-                            "cars with filter=0)")
+        p.add_argument("--schedulers", type=csv(str, SCHEDS), default=DEFAULT_SCHEDS,
+                       help=f"compared, of {','.join(SCHEDS)} (default "
+                            f"{','.join(DEFAULT_SCHEDS)}; cars-rr is cars with filter=0, "
+                            "cars-probed cars calibrated by bench/probe.py in the set-up "
+                            "instead of from ssdsim's sysfs)")
         p.add_argument("--cars-tunables", default="", metavar="'NAME=VALUE ...'",
-                       help="more cars tunables for the cars and cars-rr runs, written after "
-                            "the ones matching ssdsim (e.g. 'throttle_size=8')")
+                       help="more cars tunables for the cars, cars-rr and cars-probed runs, "
+                            "written after the ones matching ssdsim or probed (e.g. "
+                            "'throttle_size=8')")
         add_icount_argument(p, "response times are of the guest's time, which a host "
                                "that stalls the guest does not advance (its vCPUs share one "
                                "host thread: give ssdsim a time_scale that keeps the device, "
@@ -378,10 +428,11 @@ class CarsSuite(Suite):
             text = jobfile(ctx.device.path, ctx.device.size_bytes, reads, regions, runtime,
                            ramp, a.ioengine, a.iodepth, cpus,
                            comment=f"cars suite: {what}, under {name(s)}")
+            live = None if filt is None else probed_model if s == PROBED else ssdsim_model
             return Config(key, elv, text, runtime + ramp,
                           tunables=(("filter", filt), *extra) if filt is not None else (),
                           labels=labels + (("sched", s),), fio_output="json+",
-                          live_tunables=ssdsim_model if filt is not None else None)
+                          live_tunables=live)
         blocks = [[config(f"{MIX}/{w}/{s}", s, workload_reads(w),
                           (("kind", MIX), ("workload", w)), workload_title(w))]
                   for w in mixes for s in scheds]
@@ -400,9 +451,15 @@ class CarsSuite(Suite):
             + "), the write pointer read from ssdsim's write_die right before each run"
             + (", then " + " ".join(f"{k}={v}" for k, v in extra) if extra else ""),
             f"slowdown baseline: each read ratio's flow alone under {BASELINE}"]
+        if PROBED in scheds:
+            notes.append("cars (probed): cars calibrated by bench/probe.py, run once in the "
+                         "set-up on the write-through device (the values are in the manifest's "
+                         "set-up record and the report), the write pointer read from ssdsim "
+                         "as for cars, erase_us and the mapping cache at cars's defaults")
         if cpus:
             notes.append(f"flow k pinned to CPU k mod {cpus}")
-        phase = Phase("cars", blocks, write_through, "ssdsim write-through",
+        phase = Phase("cars", blocks, write_through_probed if PROBED in scheds else write_through,
+                      "ssdsim write-through" + (", then probed" if PROBED in scheds else ""),
                       settle=prep.empty_again)
         return Plan([phase], notes, {
             "experiments": a.experiments, "read_ratios": a.read_ratios, "flows": a.flows,
@@ -436,7 +493,12 @@ class CarsSuite(Suite):
                        self._series(e, ws, summ, plots, shown))
             shown.update(ws)
         out.append(self._versus(by_exp, vs, summ, plots))
-        head = self._finding(by_exp, vs, summ)
+        pv = {w: probed_change(ss[PROBED], ss["cars"]) for w, ss in summ.items()
+              if PROBED in ss and "cars" in ss}
+        probed = res.manifest.get("phases", {}).get("cars", {}).get("probed")
+        if pv:
+            out.append(self._probed(by_exp, pv, summ, p.get("cars_model") or {}, probed))
+        head = self._finding(by_exp, vs, summ) + self._probed_finding(pv)
         summary = {"baseline": BASELINE, "goal": GOAL, "paper": PAPER,
                    "alone_us": {str(r): summarize(f.mean_us for f in fs if f.ios).as_dict()
                                 for r, fs in sorted(d.alone.items())},
@@ -444,6 +506,8 @@ class CarsSuite(Suite):
                                      [e for e, ws in by_exp.items() if w in ws],
                                      "schedulers": as_dicts(ss)} for w, ss in summ.items()},
                    "cars_vs_rr": {w: {**g, "goal_met": meets(g)} for w, g in vs.items()},
+                   "probed": probed,
+                   "probed_vs_cars": {w: {**g, "within": within(g)} for w, g in pv.items()},
                    **self._goal(by_exp, vs)}
         return SuiteReport(f"\n## Findings\n\n{head}" + "".join(out), {"cars": summary}, head)
 
@@ -600,6 +664,44 @@ class CarsSuite(Suite):
                 + table(["workload", "mean slowdown", "change", "total IOPS", "change",
                          "weighted fairness", "change", "goal met"], rows, "lrrrrrrl")
                 + f"\n![cars against cars filter=0]({png})\n")
+
+    def _probed(self, by_exp: dict[str, list[str]], pv: dict[str, dict[str, float]],
+                summ: dict[str, dict[str, dict[str, Any]]], model: dict[str, Any],
+                probed: dict[str, Any] | None) -> str:
+        """cars calibrated by the probe against cars calibrated from
+        ssdsim's sysfs: the values, then each workload's mean slowdown and
+        total IOPS."""
+        keys = [k for k in model if k != "write_pointer"]
+        keys += [k for k in probed or {} if k not in keys]
+        vals = table(["tunable", "from ssdsim's sysfs", "probed"],
+                     [[k, model.get(k, "–"), (probed or {}).get(k, "cars's default")]
+                      for k in keys])
+        ws = [w for w in dict.fromkeys(w for v in by_exp.values() for w in v) if w in pv]
+        rows = []
+        for w in ws:
+            g, c, q = pv[w], summ[w]["cars"], summ[w][PROBED]
+            rows.append([workload_title(w), f"{c['mean_slowdown'].mean:.2f} → "
+                         f"{q['mean_slowdown'].mean:.2f}", pct(g["slowdown"]),
+                         f"{c['iops'].mean:.0f} → {q['iops'].mean:.0f}", pct(g["iops"]),
+                         "yes" if within(g) else "no"])
+        return ("\n## cars calibrated by the probe against cars from ssdsim's sysfs\n\n"
+                "The probe (bench/probe.py, as `bench calibrate cars --probe` runs it) measured "
+                "the write-through device in the set-up; both get the write pointer from "
+                "ssdsim.\n\n" + vals + "\n"
+                + table(["workload", "mean slowdown, sysfs → probed", "change",
+                         "total IOPS, sysfs → probed", "change",
+                         f"within {PROBED_WITHIN:.0%}"], rows, "lrrrrl"))
+
+    def _probed_finding(self, pv: dict[str, dict[str, float]]) -> str:
+        if not pv:
+            return ""
+        worst = {k: max(pv, key=lambda w: abs(pv[w][k])) for k in ("slowdown", "iops")}
+        return (f"- cars calibrated by the probe against cars from ssdsim's sysfs: within "
+                f"{PROBED_WITHIN:.0%} on {sum(within(g) for g in pv.values())} of {len(pv)} "
+                f"workload(s); the largest changes: mean slowdown "
+                f"{pct(pv[worst['slowdown']]['slowdown'])} "
+                f"({workload_title(worst['slowdown'])}), total IOPS "
+                f"{pct(pv[worst['iops']]['iops'])} ({workload_title(worst['iops'])}).\n")
 
     def _finding(self, by_exp: dict[str, list[str]], vs: dict[str, dict[str, float]],
                  summ: dict[str, dict[str, dict[str, Any]]]) -> str:

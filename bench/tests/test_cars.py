@@ -88,7 +88,12 @@ MODULE = {"channels": "4", "dies_per_channel": "2", "page_size": "4096", "read_n
 #: configuration's factor on them per flow beyond the first in a mix
 ALONE_US = {"read": 1200.0, "write": 10200.0}
 FACTOR = {"none": {"read": 1.0, "write": 0.3}, "mq-deadline": {"read": 0.9, "write": 0.3},
-          "cars-rr": {"read": 0.8, "write": 0.3}, "cars": {"read": 0.3, "write": 0.35}}
+          "cars-rr": {"read": 0.8, "write": 0.3}, "cars": {"read": 0.3, "write": 0.35},
+          "cars-probed": {"read": 0.32, "write": 0.35}}
+#: what the probe finds in test_cars_probed_*: 7 dies, which is how the
+#: fake tells cars-probed from cars
+PROBED = {"nr_dies": 7, "page_kb": 4, "read_us": 1150, "write_us": 9800, "depth": 7,
+          "max_hold_us": 9800}
 
 
 def fake_latency(sched: str, flows: int, ddir: str) -> float:
@@ -113,7 +118,9 @@ class Ssdsim(FakeTarget):
 
     def config(self) -> str:
         if self.current == "cars":
-            return "cars" if self.values["filter"] == "1" else "cars-rr"
+            if self.values["filter"] == "0":
+                return "cars-rr"
+            return "cars-probed" if self.values["nr_dies"] == "7" else "cars"
         return self.current
 
     def latency_us(self, name: str, opts: dict[str, Any]) -> float:
@@ -168,7 +175,7 @@ def test_plan_measures_each_workload_once_under_every_configuration() -> None:
     wls = ["r50-r50", "r50-r0", "r50-r25", "r50-r75", "r50-r100", "r50-r50-r50-r50",
            "-".join(["r50"] * 8)]
     # the pair, the sweep's 50% point and 2 flows are one workload
-    assert [c.key for c in mixes] == [f"mix/{w}/{s}" for w in wls for s in cs.SCHEDS]
+    assert [c.key for c in mixes] == [f"mix/{w}/{s}" for w in wls for s in cs.DEFAULT_SCHEDS]
     assert plan.params["workloads"] == {
         "pair": ["r50-r50"], "sweep": ["r50-r0", "r50-r25", "r50-r50", "r50-r75", "r50-r100"],
         "flows": ["r50-r50", wls[5], wls[6]]}
@@ -323,6 +330,57 @@ def test_run_reloads_ssdsim_write_through_and_reads_the_write_pointer(
     assert "flow1-r50 " in log and " IOPS, " in log
 
 
+def test_cars_probed_is_calibrated_by_the_probe_once_and_compared_with_cars(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--schedulers cars,cars-probed: the probe runs once, in the set-up,
+    on the write-through device; cars-probed gets what it found and the
+    write pointer from ssdsim (modulo its dies), cars ssdsim's model; the
+    report compares the two with the 5 % goal."""
+    t = Ssdsim()
+    calls: list[tuple[str, str]] = []
+
+    def probe(target: Ssdsim, dev: str, info: Any, out: Any) -> dict[str, int]:
+        calls.append((dev, target.params["write_buffer_kb"]))
+        print("probe 1/4: writing", file=out)
+        return dict(PROBED)
+    monkeypatch.setattr(cs, "probed_tunables", probe)
+    out = tmp_path / "res"
+    log = run_fake(t, ["run", "cars", "--device", "/dev/ssdsim0", "--short", "--seed", "5",
+                       "--experiments", "pair", "--schedulers", "cars,cars-probed"], out)
+    assert calls == [("ssdsim0", "0")] and "probe 1/4: writing" in log
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["phases"]["cars"]["probed"] == PROBED
+    fios = iter(t.at_fio)
+    for r in m["runs"]:
+        sched, die, _ = next(fios)
+        if r["labels"]["sched"] == "cars-probed":
+            assert r["tunables"] == {**{k: str(v) for k, v in PROBED.items()},
+                                     "write_pointer": str(die % 7), "filter": "1"}
+        elif r["labels"]["sched"] == "cars":
+            assert r["tunables"]["nr_dies"] == "8" and r["tunables"]["write_pointer"] == str(die)
+    s = json.loads((out / "summary.json").read_text())["cars"]
+    g = s["probed_vs_cars"]["r50-r50"]
+    sd = {x: expected_mean(x, 2, 50) / expected_mean("none", 1, 50)
+          for x in ("cars", "cars-probed")}
+    assert g["slowdown"] == pytest.approx(sd["cars-probed"] / sd["cars"] - 1)
+    assert g["within"] == (abs(g["slowdown"]) <= 0.05 and abs(g["iops"]) <= 0.05)
+    assert s["probed"] == PROBED
+    text = (out / "report.md").read_text()
+    assert "## cars calibrated by the probe against cars from ssdsim's sysfs" in text
+    assert "| nr_dies | 8 | 7 |" in text and "| erase_us | 60000 | cars's default |" in text
+    assert "cars calibrated by the probe against cars from ssdsim's sysfs: within 5%" in text
+
+
+def test_cars_probed_without_the_probe_is_an_error() -> None:
+    ctx = cars_ctx(["--schedulers", "cars-probed"])
+    plan = get("cars").plan(ctx)
+    assert plan.phases[0].setup is cs.write_through_probed
+    c = plan.configs()[0]
+    assert c.live_tunables is cs.probed_model
+    with pytest.raises(cs.RunError, match="cars-probed runs before the phase's probe"):
+        cs.probed_model(ctx)
+
+
 def expected_mean(sched: str, flows: int, reads: int) -> float:
     r = reads / 100
     return r * fake_latency(sched, flows, "read") + (1 - r) * fake_latency(sched, flows, "write")
@@ -339,7 +397,7 @@ def test_report_numbers_plots_and_headline(cars_run: tuple[Path, Ssdsim, str]) -
         return [expected_mean(sched, len(wl), r) / expected_mean("none", 1, r) for r in wl]
     pair = s["workloads"]["r50-r50"]
     assert pair["experiments"] == ["pair", "sweep", "flows"]
-    for sched in cs.SCHEDS:
+    for sched in cs.DEFAULT_SCHEDS:
         v = pair["schedulers"][sched]
         assert v["mean_slowdown"]["mean"] == pytest.approx(statistics.fmean(sd(sched, (50, 50))))
         assert v["fairness"]["mean"] == pytest.approx(sum(1 / x for x in sd(sched, (50, 50))))
