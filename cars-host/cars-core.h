@@ -96,6 +96,7 @@ static inline u32 cars_mod64(u64 a, u32 b)
 #define CARS_DEFAULT_ERASE_US		3000U
 #define CARS_DEFAULT_THROTTLE		4U
 #define CARS_DEFAULT_MAX_HOLD_US	2000U
+#define CARS_DEFAULT_LOOKAHEAD		4U	/* cars-host/README.md, do no harm */
 #define CARS_DEFAULT_CMT_REGION_KB	2048U	/* 512 8-byte entries x 4 KiB */
 
 enum cars_op {

@@ -883,7 +883,7 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	cd->filter = 1;
 	cd->cmt_regions = 0;
 	cd->cmt_region_kb = CARS_DEFAULT_CMT_REGION_KB;
-	cd->lookahead = 1;
+	cd->lookahead = CARS_DEFAULT_LOOKAHEAD;
 	params = cars_params_of(cd);
 	cars_init(&cd->s, &params, cd->die, cd->map_mem, CARS_MAP_CHUNKS,
 		  cd->cmt_mem, cd->cmt_regions);
