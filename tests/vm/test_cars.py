@@ -17,7 +17,7 @@ import pytest
 from bench import fio
 from bench.calibrate import calibrate_cars
 from bench.target import VMTarget
-from conftest import Guest
+from conftest import Guest, load_ssdsim
 from tracing import assert_driver_order, driver_order_trace, ftrace_record, reset_keeps_depth
 
 SCHED = "cars"
@@ -267,7 +267,7 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
 
 # the probe's geometry: 8 dies (4 channels x 2), 16 KiB pages, write-through,
 # ssdsim's default times at TIME_SCALE
-PROBE_SSDSIM = f"time_scale={TIME_SCALE} page_size=16384 write_buffer_kb=0"
+PROBE_SSDSIM = {"time_scale": TIME_SCALE, "page_size": 16384, "write_buffer_kb": 0}
 
 
 def test_probe_finds_the_geometry(icount_guest: Guest) -> None:
@@ -282,9 +282,7 @@ def test_probe_finds_the_geometry(icount_guest: Guest) -> None:
     where 8 dies of 10.2 ms programs serve 784), putting write_us 52 % and
     26 % high."""
     g = icount_guest
-    if g.run("grep -q '^ssdsim ' /proc/modules").rc == 0:
-        g.sh("rmmod ssdsim")
-    g.sh(f"modprobe ssdsim {PROBE_SSDSIM} && test -b /dev/{DEV}")
+    load_ssdsim(g, **PROBE_SSDSIM)
     g.load("cars-iosched")
     try:
         out = io.StringIO()
