@@ -17,8 +17,8 @@ each under none, mq-deadline, cars with filter=0 ("cars-rr": plain
 round-robin with the same depth and throttle, the paper's baseline) and
 cars (and, when asked for, "cars-probed": cars calibrated by
 bench/probe.py as on a drive that publishes nothing, against cars
-calibrated from ssdsim's sysfs); and one flow of each read ratio alone under none (the device's own
-response time).  A flow's slowdown is its mean response time (completion
+calibrated from ssdsim's sysfs); and one flow of each read ratio alone
+under none (the device's own response time).  A flow's slowdown is its mean response time (completion
 latency, reads and writes) in the mix over a flow of its read ratio alone;
 weighted fairness is the sum over the flows of 1 / slowdown.
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,15 +55,16 @@ from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_
                           extra_tunables, icount_note, ordered)
 from bench.suites.k2 import csv
 
+#: cars calibrated by bench/probe.py (its live tunables: probed_model())
+PROBED = "cars-probed"
 #: the compared configurations: label -> (elevator, cars's filter)
 CONFIGS: dict[str, tuple[str, int | None]] = {
     "none": ("none", None), "mq-deadline": ("mq-deadline", None),
-    "cars-rr": ("cars", 0), "cars": ("cars", 1), "cars-probed": ("cars", 1)}
+    "cars-rr": ("cars", 0), "cars": ("cars", 1), PROBED: ("cars", 1)}
 SCHEDS = list(CONFIGS)
 #: compared unless --schedulers says otherwise (cars-probed adds the probe,
 #: about a minute, to the set-up)
 DEFAULT_SCHEDS = ["none", "mq-deadline", "cars-rr", "cars"]
-PROBED = "cars-probed"
 NAMES = {"cars-rr": "cars filter=0", PROBED: "cars (probed)"}
 #: cars calibrated by the probe against cars calibrated from ssdsim's
 #: sysfs: the most its mean slowdown or total IOPS may differ on a workload
@@ -327,6 +328,12 @@ def as_dicts(x: Any) -> Any:
     return x
 
 
+def workloads_in(by_exp: dict[str, list[str]], have: Iterable[str]) -> list[str]:
+    """The workloads of @have in the experiments' order, each once."""
+    keep = set(have)
+    return [w for w in dict.fromkeys(w for ws in by_exp.values() for w in ws) if w in keep]
+
+
 def probed_change(probed: dict[str, Any], cars: dict[str, Any]) -> dict[str, float]:
     """cars-probed against cars on one workload (means over runs): mean
     slowdown and total IOPS, each as a fraction above cars's."""
@@ -451,15 +458,16 @@ class CarsSuite(Suite):
             + "), the write pointer read from ssdsim's write_die right before each run"
             + (", then " + " ".join(f"{k}={v}" for k, v in extra) if extra else ""),
             f"slowdown baseline: each read ratio's flow alone under {BASELINE}"]
-        if PROBED in scheds:
+        probing = PROBED in scheds
+        if probing:
             notes.append("cars (probed): cars calibrated by bench/probe.py, run once in the "
                          "set-up on the write-through device (the values are in the manifest's "
                          "set-up record and the report), the write pointer read from ssdsim "
                          "as for cars, erase_us and the mapping cache at cars's defaults")
         if cpus:
             notes.append(f"flow k pinned to CPU k mod {cpus}")
-        phase = Phase("cars", blocks, write_through_probed if PROBED in scheds else write_through,
-                      "ssdsim write-through" + (", then probed" if PROBED in scheds else ""),
+        phase = Phase("cars", blocks, write_through_probed if probing else write_through,
+                      "ssdsim write-through" + (", then probed" if probing else ""),
                       settle=prep.empty_again)
         return Plan([phase], notes, {
             "experiments": a.experiments, "read_ratios": a.read_ratios, "flows": a.flows,
@@ -631,7 +639,7 @@ class CarsSuite(Suite):
 
     def _versus(self, by_exp: dict[str, list[str]], vs: dict[str, dict[str, float]],
                 summ: dict[str, dict[str, dict[str, Any]]], plots: Path) -> str:
-        ws = [w for w in dict.fromkeys(w for v in by_exp.values() for w in v) if w in vs]
+        ws = workloads_in(by_exp, vs)
         if not ws:
             return "\n## cars against cars filter=0\n\nNot measured (both are needed).\n"
         rows = []
@@ -676,7 +684,7 @@ class CarsSuite(Suite):
         vals = table(["tunable", "from ssdsim's sysfs", "probed"],
                      [[k, model.get(k, "–"), (probed or {}).get(k, "cars's default")]
                       for k in keys])
-        ws = [w for w in dict.fromkeys(w for v in by_exp.values() for w in v) if w in pv]
+        ws = workloads_in(by_exp, pv)
         rows = []
         for w in ws:
             g, c, q = pv[w], summ[w]["cars"], summ[w][PROBED]
