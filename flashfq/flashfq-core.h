@@ -139,6 +139,249 @@ static inline u32 ffq_charge(u64 cost, unsigned int weight)
 }
 
 /*
+ * Learnt costs.  A device nobody calibrated is charged its own times,
+ * learnt from the completions FlashFQ sees.  Calibration measures a
+ * class's mean latency one request at a time in steady state; with up to
+ * `depth` requests in the device a request's time there (its device time)
+ * also holds its waits behind others, so each direction takes from it
+ * what is its own:
+ *  - A read's cost is its time on an idle die: the floor of reads' device
+ *    times.  A read is never buffered, so time above the floor is a wait
+ *    behind another request, which fair queueing must not charge the
+ *    reader for (charging it would let the throttle give a writer the
+ *    reader's share).
+ *  - A write may go into a write buffer and cost its share of the drain:
+ *    with B bytes of writes in the device at its dispatch (its own b
+ *    included) a write waits for about B bytes to drain (Little's law, by
+ *    bytes, since a buffer drains pages), so its cost is its device time
+ *    x b / B, averaged (1/2^FFQ_LEARN_EWMA_SHIFT a sample) weighted by
+ *    device time: a write that found room in the buffer shows none of the
+ *    drain it costs later.  On a device without a buffer, with fewer
+ *    writes in it than dies, that is too small: a write is a program,
+ *    whose time is the floor of the writes dispatched alone in their
+ *    direction; the larger of the two is taken.
+ * A floor drops to a smaller sample at once and otherwise rises towards
+ * the sample by 1/2^FFQ_LEARN_LEAK_SHIFT, so a device that slows down is
+ * followed within a few thousand requests.  A sample teaches the point of
+ * its direction nearer its size (4 KiB or 128 KiB, on a log scale),
+ * scaled to that size along the default line.  A point with fewer than
+ * FFQ_LEARN_MIN samples is its default scaled by the learnt/default ratio
+ * of its direction's other point if that one has them, else of a point of
+ * the other direction, else its default.
+ * A point written in sysfs (calibrated) is charged as written; learning
+ * goes on and takes over again when 0 is written.
+ */
+#define FFQ_LEARN_MIN			8U
+#define FFQ_LEARN_LEAK_SHIFT		10
+#define FFQ_LEARN_EWMA_SHIFT		4
+
+/* The cost model's points, in the order of struct ffq_cost_model. */
+enum ffq_point {
+	FFQ_PT_READ_4K,
+	FFQ_PT_READ_128K,
+	FFQ_PT_WRITE_4K,
+	FFQ_PT_WRITE_128K,
+	FFQ_NR_POINTS,
+};
+
+/* Where a point's cost in force comes from (sysfs cost_source). */
+enum ffq_cost_src {
+	FFQ_SRC_DEFAULT,	/* flashfq-core.h's default */
+	FFQ_SRC_SCALED,		/* default x the other point's learnt ratio */
+	FFQ_SRC_LEARNT,
+	FFQ_SRC_SET,		/* written in sysfs (calibrated) */
+};
+
+static const struct ffq_cost_model ffq_default_costs = {
+	.read_4k = FFQ_DEFAULT_COST_READ_4K,
+	.read_128k = FFQ_DEFAULT_COST_READ_128K,
+	.write_4k = FFQ_DEFAULT_COST_WRITE_4K,
+	.write_128k = FFQ_DEFAULT_COST_WRITE_128K,
+};
+
+static inline u32 *ffq_point(struct ffq_cost_model *m, unsigned int pt)
+{
+	switch (pt) {
+	case FFQ_PT_READ_4K:
+		return &m->read_4k;
+	case FFQ_PT_READ_128K:
+		return &m->read_128k;
+	case FFQ_PT_WRITE_4K:
+		return &m->write_4k;
+	default:
+		return &m->write_128k;
+	}
+}
+
+static inline u32 ffq_point_val(const struct ffq_cost_model *m,
+				unsigned int pt)
+{
+	return *ffq_point((struct ffq_cost_model *)m, pt);
+}
+
+static inline bool ffq_point_write(unsigned int pt)
+{
+	return pt >= FFQ_PT_WRITE_4K;
+}
+
+/* One point's learning: ns at the point's size. */
+struct ffq_learnt {
+	u64 floor;	/* smallest device time (writes: alone); 0: none */
+	u64 avg;	/* @wsum / @tsum: the average of device time x
+			 * bytes / bytes in the device, weighted by device
+			 * time
+			 */
+	u64 wsum;	/* moving sum of that x device time, ns x us */
+	u64 tsum;	/* moving sum of device time, us */
+	u32 samples;	/* saturating */
+};
+
+/* One step of a moving average over about 2^FFQ_LEARN_EWMA_SHIFT: 1/@n. */
+static inline u64 ffq_learn_step(u64 avg, u64 x, u32 n)
+{
+	return x >= avg ? avg + (x - avg) / n : avg - (avg - x) / n;
+}
+
+struct ffq_learn {
+	struct ffq_learnt pt[FFQ_NR_POINTS];
+};
+
+/* The point a read (@write clear) or write of @bytes teaches. */
+static inline unsigned int ffq_learn_point(bool write, u32 bytes)
+{
+	/* below the geometric mean of the two sizes: the small point */
+	bool large = (u64)bytes * bytes >=
+		(u64)FFQ_COST_SMALL * FFQ_COST_LARGE;
+
+	return (write ? FFQ_PT_WRITE_4K : FFQ_PT_READ_4K) + large;
+}
+
+/*
+ * ffq_learn_sample() - teach @l one completion: a read (@write clear) or
+ * write of @bytes that spent @device_ns in the device, dispatched with
+ * @dir_bytes bytes of its direction in the device, its own included.
+ */
+static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
+				    u32 bytes, u64 device_ns, u64 dir_bytes)
+{
+	unsigned int pt = ffq_learn_point(write, bytes);
+	struct ffq_learnt *p = &l->pt[pt];
+	u64 at = ffq_cost(&ffq_default_costs, write, bytes);
+	u64 to = ffq_point_val(&ffq_default_costs, pt);
+	u64 ns, per, us;
+	u32 n;
+
+	if (device_ns > FFQ_MAX_COST_NS * 16ULL)
+		device_ns = FFQ_MAX_COST_NS * 16ULL;
+	ns = at == to ? device_ns : device_ns * to / at;
+	if (ns > FFQ_MAX_COST_NS * 16ULL)
+		ns = FFQ_MAX_COST_NS * 16ULL;
+	if (!ns)
+		ns = 1;
+	per = dir_bytes > bytes ? ns * bytes / dir_bytes : ns;
+	if (!per)
+		per = 1;
+	if (!write || dir_bytes <= bytes) {
+		if (!p->floor || ns < p->floor)
+			p->floor = ns;
+		else if (ns - p->floor > (p->floor >> FFQ_LEARN_LEAK_SHIFT))
+			p->floor += (p->floor >> FFQ_LEARN_LEAK_SHIFT) + 1;
+		else
+			p->floor = ns;
+	}
+	/*
+	 * Weighted by device time: a write that found room in a buffer shows
+	 * none of the drain it will cost, one that waited shows it.  The mean
+	 * of the first 2^FFQ_LEARN_EWMA_SHIFT, then a moving one.
+	 */
+	us = ns / 1000 + 1;
+	n = p->samples < (1U << FFQ_LEARN_EWMA_SHIFT) ? p->samples + 1 :
+		1U << FFQ_LEARN_EWMA_SHIFT;
+	p->wsum = ffq_learn_step(p->wsum, per * us, n);
+	p->tsum = ffq_learn_step(p->tsum, us, n);
+	p->avg = p->tsum ? p->wsum / p->tsum : per;
+	if (p->samples < U32_MAX)
+		p->samples++;
+}
+
+/* A learnt point's cost, ns, not clamped. */
+static inline u64 ffq_learnt_ns(const struct ffq_learnt *p, bool write)
+{
+	return write && p->avg > p->floor ? p->avg : p->floor;
+}
+
+static inline u32 ffq_clamp_cost(u64 ns)
+{
+	if (ns < 1)
+		return 1;
+	return ns > FFQ_MAX_COST_NS ? FFQ_MAX_COST_NS : (u32)ns;
+}
+
+/*
+ * ffq_learn_cost() - point @pt's cost in force and its source: @set's
+ * value if written (non-zero), else learnt, scaled or default (above).
+ */
+static inline u32 ffq_learn_cost(const struct ffq_learn *l,
+				 const struct ffq_cost_model *set,
+				 unsigned int pt, enum ffq_cost_src *src)
+{
+	bool write = ffq_point_write(pt);
+	u64 def = ffq_point_val(&ffq_default_costs, pt);
+	unsigned int i, other;
+
+	if (ffq_point_val(set, pt)) {
+		*src = FFQ_SRC_SET;
+		return ffq_point_val(set, pt);
+	}
+	if (l->pt[pt].samples >= FFQ_LEARN_MIN) {
+		*src = FFQ_SRC_LEARNT;
+		return ffq_clamp_cost(ffq_learnt_ns(&l->pt[pt], write));
+	}
+	/* the direction's other point first, then the other direction's */
+	for (i = 0; i < 3; i++) {
+		other = i == 0 ? pt ^ 1 : (pt ^ 2) ^ (i - 1);
+		if (l->pt[other].samples < FFQ_LEARN_MIN)
+			continue;
+		*src = FFQ_SRC_SCALED;
+		return ffq_clamp_cost(ffq_learnt_ns(&l->pt[other],
+						    ffq_point_write(other)) *
+				      def / ffq_point_val(&ffq_default_costs,
+							  other));
+	}
+	*src = FFQ_SRC_DEFAULT;
+	return def;
+}
+
+/*
+ * ffq_learn_moved() - whether a point's cost in force should go from @old
+ * to @cur: by 1/16 of @old or more (smaller moves are noise, and each
+ * change is traced).
+ */
+static inline bool ffq_learn_moved(u32 old, u32 cur)
+{
+	u32 d = old > cur ? old - cur : cur - old;
+
+	return d && d >= old / 16;
+}
+
+/*
+ * ffq_cost_changes() - whether a point's cost in force, @cur, from @src
+ * still, should become @val: a set value as written, a learnt or scaled
+ * one when it moved (ffq_learn_moved()); a default never changes.
+ */
+static inline bool ffq_cost_changes(enum ffq_cost_src src, u32 cur, u32 val)
+{
+	switch (src) {
+	case FFQ_SRC_DEFAULT:
+		return false;
+	case FFQ_SRC_SET:
+		return cur != val;
+	default:
+		return ffq_learn_moved(cur, val);
+	}
+}
+
+/*
  * Pairing heap of nodes with u64 keys (smallest first), intrusive and
  * allocation-free: insert O(1), remove any node O(log n) amortised.  Used
  * to keep the tasks ordered by head start tag, by outstanding start tag

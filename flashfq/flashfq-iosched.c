@@ -68,7 +68,9 @@
  * the hardware queues are run without it.  The queues are device-wide, so
  * like mq-deadline and K2 this sets QUEUE_FLAG_SQ_SCHED.  Tunables are
  * written by sysfs stores, which the elevator core serialises with its
- * sysfs_lock, with WRITE_ONCE(), and read with READ_ONCE().  The lockless
+ * sysfs_lock, with WRITE_ONCE(), and read with READ_ONCE(); a cost
+ * point's store takes fd->lock, as the learning that also writes the
+ * costs in force (fd->cost) does.  The lockless
  * fields (fd->queued for has_work, fd->done, fd->flags and fd->requeued,
  * a task's @ref and notice, a slot's completion record) say who writes
  * them where they are declared.
@@ -265,22 +267,30 @@ struct ffq_rec {
 
 /*
  * A depth slot: one request in the device, then its completion record.
- * @node, @tq, @start and @dispatch_ns are written by dispatch under
- * fd->lock; the request's completion (completed_request, finish_request),
- * which owns the slot from then until it posts @rec (llist_add(), a full
- * barrier), reads them and writes @done_ns and @sync; the holder of
- * fd->lock that takes the record off fd->done (llist_del_all(), likewise)
- * applies it and frees the slot.
+ * @node, @tq, @start, @dispatch_ns, @bytes, @dir, @dir_bytes and
+ * @requeued are written by dispatch under fd->lock; the request's
+ * completion (completed_request, requeue_request, finish_request), which
+ * owns the slot from then until it posts @rec (llist_add(), a full
+ * barrier), reads them and writes @done_ns, @requeued and @sync; the
+ * holder of fd->lock that takes the record off fd->done (llist_del_all(),
+ * likewise) applies it and frees the slot.
  */
 struct ffq_slot {
 	struct list_head node;	/* its task's inflight list while taken */
 	struct ffq_tq *tq;	/* the request's task */
 	u64 start;		/* the request's start tag */
-	u64 dispatch_ns;	/* for flashfq_complete, 0 when not traced */
-	u64 done_ns;		/* when it completed, 0: not known (async) */
+	u64 dispatch_ns;	/* when it was dispatched */
+	u64 done_ns;		/* when it completed, 0: not known yet */
+	u32 bytes;		/* its size at dispatch */
+	u8 dir;			/* READ, WRITE, or FFQ_DIR_OTHER */
+	u64 dir_bytes;		/* bytes of @dir in the device, its included */
+	bool requeued;		/* given back by the driver: not learnt from */
 	bool sync;		/* FFQ_RQ_SYNC: its completion may anticipate */
 	struct ffq_rec rec;	/* FFQ_REC_DONE */
 };
+
+/* ffq_slot.dir of what is neither a read nor a write: not learnt from */
+#define FFQ_DIR_OTHER	2
 
 /* Bits of ffq_tq.notice, atomic bitops. */
 enum {
@@ -376,6 +386,10 @@ struct ffq_data {
 	/* a slot's fields: see struct ffq_slot */
 	struct ffq_slot slots[FFQ_MAX_DEPTH];
 	u16 free[FFQ_MAX_DEPTH];	/* indices into @slots, a stack */
+	u64 inflight_bytes[2];		/* bytes of reads, writes in slots */
+	struct ffq_learn learn;		/* learnt costs (flashfq-core.h) */
+	struct ffq_cost_model cost_set;	/* written in sysfs, 0: learn */
+	u8 cost_src[FFQ_NR_POINTS];	/* enum ffq_cost_src of @cost */
 
 	/*
 	 * Lockless, written by completions, requeues, exits and the timer:
@@ -393,6 +407,11 @@ struct ffq_data {
 	unsigned int antic_us;
 	unsigned int antic_block_us;
 	unsigned int ioprio_weights;
+	/*
+	 * The costs in force: written under @lock (sysfs stores take it),
+	 * with WRITE_ONCE(), as learnt or set (@cost_set, @cost_src); read
+	 * with READ_ONCE().
+	 */
 	struct ffq_cost_model cost;
 };
 
@@ -703,6 +722,8 @@ static inline void ffq_free_slot(struct ffq_data *fd, struct ffq_slot *slot)
 		      ffq_disk_name(fd), slot - fd->slots, fd->s.inflight))
 		return;
 	list_del_init(&slot->node);
+	if (slot->dir != FFQ_DIR_OTHER)
+		fd->inflight_bytes[slot->dir] -= slot->bytes;
 	fd->free[fd->nr_free++] = slot - fd->slots;
 	slot->tq->task.nr_inflight--;
 	WRITE_ONCE(fd->s.inflight, fd->s.inflight - 1);
@@ -739,6 +760,55 @@ static noinline void ffq_expire(struct ffq_data *fd, u64 now)
 }
 
 /*
+ * Bring the costs in force of a direction's two points (@write: the write
+ * points) up to date with what is learnt and set, tracing each change
+ * (flashfq_cost).  Under fd->lock.
+ */
+static void ffq_update_costs(struct ffq_data *fd, bool write)
+{
+	unsigned int pt, first = write ? FFQ_PT_WRITE_4K : FFQ_PT_READ_4K;
+	unsigned int end = first + 2;
+	enum ffq_cost_src src;
+	u32 *cur, val;
+
+	lockdep_assert_held(&fd->lock);
+
+	for (pt = first; pt < end; pt++) {
+		val = ffq_learn_cost(&fd->learn, &fd->cost_set, pt, &src);
+		cur = ffq_point(&fd->cost, pt);
+		if (src == fd->cost_src[pt] && !ffq_cost_changes(src, *cur, val))
+			continue;
+		trace_flashfq_cost(fd->q, pt, *cur, val, src,
+				   fd->learn.pt[pt].samples);
+		WRITE_ONCE(*cur, val);
+		fd->cost_src[pt] = src;
+	}
+}
+
+/*
+ * Teach the learnt costs @slot's request, completed (flashfq-core.h,
+ * "Learnt costs"), and bring its direction's costs in force up to date,
+ * and the other direction's when a point was just learnt (they may scale
+ * from it); not a request the driver gave back, whose time holds a
+ * reset's.  Under fd->lock, before the slot goes back.
+ */
+static void ffq_learn_done(struct ffq_data *fd, struct ffq_slot *slot)
+{
+	bool write = slot->dir == WRITE;
+	unsigned int pt;
+
+	if (slot->dir == FFQ_DIR_OTHER || slot->requeued ||
+	    slot->done_ns <= slot->dispatch_ns)
+		return;
+	ffq_learn_sample(&fd->learn, write, slot->bytes,
+			 slot->done_ns - slot->dispatch_ns, slot->dir_bytes);
+	ffq_update_costs(fd, write);
+	pt = ffq_learn_point(write, slot->bytes);
+	if (fd->learn.pt[pt].samples == FFQ_LEARN_MIN)
+		ffq_update_costs(fd, !write);
+}
+
+/*
  * Apply the completion recorded in @slot, as finish_request did when it
  * took fd->lock: the slot goes back, and the task's anticipation starts at
  * the completion's time.  Drops the request's reference to the task.
@@ -751,6 +821,7 @@ static u64 ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
 	u64 deadline = 0;
 
 	ffq_settle_deferred(fd, tq);
+	ffq_learn_done(fd, slot);
 	ffq_free_slot(fd, slot);
 	tq->completed++;
 	fd->stats.completed++;
@@ -1060,7 +1131,7 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	struct ffq_slot *slot;
 	struct request *next;
 	u32 charge;
-	u64 now = 0;
+	u64 now;
 
 	lockdep_assert_held(&fd->lock);
 
@@ -1073,10 +1144,23 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	list_add_tail(&slot->node, &tq->inflight);
 	slot->tq = tq;
 	slot->start = start;
-	if (trace_flashfq_dispatch_enabled() || trace_flashfq_complete_enabled())
-		now = ktime_get_ns();
-	slot->dispatch_ns = trace_flashfq_complete_enabled() ? now : 0;
+	now = ktime_get_ns();
+	slot->dispatch_ns = now;
 	slot->done_ns = 0;
+	slot->requeued = false;
+	slot->bytes = blk_rq_bytes(rq);
+	switch (req_op(rq)) {
+	case REQ_OP_READ:
+		slot->dir = READ;
+		break;
+	case REQ_OP_WRITE:
+		slot->dir = WRITE;
+		break;
+	default:
+		slot->dir = FFQ_DIR_OTHER;
+	}
+	if (slot->dir != FFQ_DIR_OTHER)
+		slot->dir_bytes = fd->inflight_bytes[slot->dir] += slot->bytes;
 	/* the facts ffq_refresh() would read: the other heads are as they were */
 	if (!t->nr_inflight++)
 		t->inflight_start = start;
@@ -1281,10 +1365,8 @@ static noinline void ffq_trace_complete(struct ffq_data *fd,
 					struct request *rq,
 					struct ffq_slot *slot)
 {
-	u64 end = slot->done_ns ? slot->done_ns : ktime_get_ns();
-
 	trace_flashfq_complete(rq, slot->tq->pid, slot->start,
-			       slot->dispatch_ns ? end - slot->dispatch_ns : 0,
+			       slot->done_ns - slot->dispatch_ns,
 			       READ_ONCE(fd->s.inflight));
 }
 
@@ -1338,8 +1420,8 @@ static void ffq_finish_request(struct request *rq)
 	slot = ffq_slot_of(fd, word);
 	if (likely(slot)) {
 		slot->sync = flags & FFQ_RQ_SYNC;
-		/* only a synchronous completion may start an anticipation */
-		if (slot->sync && !slot->done_ns)
+		/* its time: for an anticipation and the learnt costs */
+		if (!slot->done_ns)
 			slot->done_ns = ktime_get_ns();
 		if (trace_flashfq_complete_enabled())
 			ffq_trace_complete(fd, rq, slot);
@@ -1378,6 +1460,7 @@ static void ffq_requeue_request(struct request *rq)
 	if (!slot)
 		return;
 	atomic_long_inc(&fd->requeued);
+	slot->requeued = true;
 	trace_flashfq_requeue(rq, slot->tq->pid, slot->start,
 			      READ_ONCE(fd->s.inflight));
 	if (!(rq->rq_flags & RQF_DONTPREP))
@@ -1650,10 +1733,7 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	fd->throttle_us = FFQ_DEFAULT_THROTTLE_US;
 	fd->antic_us = FFQ_DEFAULT_ANTIC_US;
 	fd->antic_block_us = FFQ_DEFAULT_ANTIC_BLOCK_US;
-	fd->cost.read_4k = FFQ_DEFAULT_COST_READ_4K;
-	fd->cost.read_128k = FFQ_DEFAULT_COST_READ_128K;
-	fd->cost.write_4k = FFQ_DEFAULT_COST_WRITE_4K;
-	fd->cost.write_128k = FFQ_DEFAULT_COST_WRITE_128K;
+	fd->cost = ffq_default_costs;
 
 	eq->elevator_data = fd;
 	blk_queue_flag_set(QUEUE_FLAG_SQ_SCHED, q);
@@ -1720,19 +1800,65 @@ FFQ_STORE_UINT(anticipation_block_us, fd->antic_block_us, 0,
 	       FFQ_MAX_TIME_US, false);
 FFQ_SHOW_UINT(ioprio_weights, fd->ioprio_weights);
 FFQ_STORE_UINT(ioprio_weights, fd->ioprio_weights, 0, 1, false);
-FFQ_SHOW_UINT(cost_read_4k_ns, fd->cost.read_4k);
-FFQ_STORE_UINT(cost_read_4k_ns, fd->cost.read_4k, 1, FFQ_MAX_COST_NS, false);
-FFQ_SHOW_UINT(cost_read_128k_ns, fd->cost.read_128k);
-FFQ_STORE_UINT(cost_read_128k_ns, fd->cost.read_128k, 1, FFQ_MAX_COST_NS,
-	       false);
-FFQ_SHOW_UINT(cost_write_4k_ns, fd->cost.write_4k);
-FFQ_STORE_UINT(cost_write_4k_ns, fd->cost.write_4k, 1, FFQ_MAX_COST_NS,
-	       false);
-FFQ_SHOW_UINT(cost_write_128k_ns, fd->cost.write_128k);
-FFQ_STORE_UINT(cost_write_128k_ns, fd->cost.write_128k, 1, FFQ_MAX_COST_NS,
-	       false);
-#undef FFQ_SHOW_UINT
 #undef FFQ_STORE_UINT
+
+/*
+ * A cost point shows the cost in force (cost_source says where it comes
+ * from); a store sets it (calibrated: charged as written), 0 gives it back
+ * to learning.  Under fd->lock, which orders it with the learning.
+ */
+static ssize_t ffq_cost_store(struct ffq_data *fd, unsigned int pt,
+			      const char *page, size_t count)
+{
+	unsigned int val;
+
+	if (iosched_parse_uint(page, count, 0, FFQ_MAX_COST_NS, &val))
+		return -EINVAL;
+	spin_lock(&fd->lock);
+	*ffq_point(&fd->cost_set, pt) = val;
+	ffq_update_costs(fd, ffq_point_write(pt));
+	spin_unlock(&fd->lock);
+	return count;
+}
+
+#define FFQ_STORE_COST(name, pt)					\
+static ssize_t ffq_##name##_store(struct elevator_queue *e,		\
+				  const char *page, size_t count)	\
+{									\
+	return ffq_cost_store(e->elevator_data, (pt), page, count);	\
+}
+
+FFQ_SHOW_UINT(cost_read_4k_ns, fd->cost.read_4k);
+FFQ_STORE_COST(cost_read_4k_ns, FFQ_PT_READ_4K);
+FFQ_SHOW_UINT(cost_read_128k_ns, fd->cost.read_128k);
+FFQ_STORE_COST(cost_read_128k_ns, FFQ_PT_READ_128K);
+FFQ_SHOW_UINT(cost_write_4k_ns, fd->cost.write_4k);
+FFQ_STORE_COST(cost_write_4k_ns, FFQ_PT_WRITE_4K);
+FFQ_SHOW_UINT(cost_write_128k_ns, fd->cost.write_128k);
+FFQ_STORE_COST(cost_write_128k_ns, FFQ_PT_WRITE_128K);
+#undef FFQ_SHOW_UINT
+#undef FFQ_STORE_COST
+
+static const char *const ffq_src_names[] = {
+	[FFQ_SRC_DEFAULT] = "default",
+	[FFQ_SRC_SCALED] = "scaled",
+	[FFQ_SRC_LEARNT] = "learnt",
+	[FFQ_SRC_SET] = "set",
+};
+
+/* cost_source: each point's source, in the cost_* files' order. */
+static ssize_t ffq_cost_source_show(struct elevator_queue *e, char *page)
+{
+	struct ffq_data *fd = e->elevator_data;
+	u8 src[FFQ_NR_POINTS];
+
+	spin_lock(&fd->lock);
+	memcpy(src, fd->cost_src, sizeof(src));
+	spin_unlock(&fd->lock);
+	return sysfs_emit(page, "%s %s %s %s\n", ffq_src_names[src[0]],
+			  ffq_src_names[src[1]], ffq_src_names[src[2]],
+			  ffq_src_names[src[3]]);
+}
 
 /* depth shows the depth in force (clamped to nr_requests), as K2 does. */
 static ssize_t ffq_depth_show(struct elevator_queue *e, char *page)
@@ -1767,6 +1893,7 @@ static struct elv_fs_entry ffq_attrs[] = {
 	FFQ_ATTR(cost_read_128k_ns),
 	FFQ_ATTR(cost_write_4k_ns),
 	FFQ_ATTR(cost_write_128k_ns),
+	__ATTR(cost_source, 0444, ffq_cost_source_show, NULL),
 	__ATTR_NULL
 };
 
@@ -1814,6 +1941,38 @@ static int ffq_dbg_vtime_show(void *data, struct seq_file *m)
 	v = fd->s.vtime;
 	spin_unlock(&fd->lock);
 	seq_printf(m, "%llu\n", v);
+	return 0;
+}
+
+/*
+ * costs: a line per cost point: the cost in force and its source, the
+ * value set in sysfs (0: none), and what is learnt (floor, average of
+ * device time / writes in the device, samples), ns.
+ */
+static int ffq_dbg_costs_show(void *data, struct seq_file *m)
+{
+	static const char *const names[FFQ_NR_POINTS] = {
+		"read_4k", "read_128k", "write_4k", "write_128k"
+	};
+	struct request_queue *q = data;
+	struct ffq_data *fd = q->elevator->elevator_data;
+	struct ffq_learnt l[FFQ_NR_POINTS];
+	struct ffq_cost_model cost, set;
+	u8 src[FFQ_NR_POINTS];
+	unsigned int pt;
+
+	spin_lock(&fd->lock);
+	ffq_drain(fd);
+	memcpy(l, fd->learn.pt, sizeof(l));
+	cost = fd->cost;
+	set = fd->cost_set;
+	memcpy(src, fd->cost_src, sizeof(src));
+	spin_unlock(&fd->lock);
+	for (pt = 0; pt < FFQ_NR_POINTS; pt++)
+		seq_printf(m, "%s cost %u source %s set %u floor %llu avg %llu samples %u\n",
+			   names[pt], ffq_point_val(&cost, pt),
+			   ffq_src_names[src[pt]], ffq_point_val(&set, pt),
+			   l[pt].floor, l[pt].avg, l[pt].samples);
 	return 0;
 }
 
@@ -1912,6 +2071,7 @@ static const struct blk_mq_debugfs_attr ffq_queue_debugfs_attrs[] = {
 	{"inflight", 0400, ffq_dbg_inflight_show},
 	{"queued", 0400, ffq_dbg_queued_show},
 	{"counters", 0400, ffq_dbg_counters_show},
+	{"costs", 0400, ffq_dbg_costs_show},
 	{"queue_list", 0400, ffq_dbg_queue_list_show},
 	{"bypass_list", 0400, ffq_dbg_bypass_list_show},
 	{},

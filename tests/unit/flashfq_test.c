@@ -409,6 +409,188 @@ TEST(charge_scales_by_weight)
 		 U32_MAX);
 }
 
+/* ---- learnt costs ---- */
+
+static const struct ffq_cost_model no_set;
+
+static u32 in_force(const struct ffq_learn *l, const struct ffq_cost_model *set,
+		    unsigned int pt, enum ffq_cost_src want)
+{
+	enum ffq_cost_src src;
+	u32 v = ffq_learn_cost(l, set, pt, &src);
+
+	CHECK_EQ(src, want);
+	return v;
+}
+
+TEST(learn_starts_at_the_defaults)
+{
+	struct ffq_learn l = { 0 };
+	unsigned int pt;
+
+	for (pt = 0; pt < FFQ_NR_POINTS; pt++)
+		CHECK_EQ(in_force(&l, &no_set, pt, FFQ_SRC_DEFAULT),
+			 ffq_point_val(&ffq_default_costs, pt));
+	/* fewer than FFQ_LEARN_MIN samples: still the default */
+	for (pt = 0; pt < FFQ_LEARN_MIN - 1; pt++)
+		ffq_learn_sample(&l, false, 4096, 900000, 4096);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_DEFAULT),
+		 FFQ_DEFAULT_COST_READ_4K);
+	ffq_learn_sample(&l, false, 4096, 900000, 4096);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 900000);
+	/* the other points follow at their default ratios: 15x here */
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_128K, FFQ_SRC_SCALED),
+		 15 * FFQ_DEFAULT_COST_READ_128K);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_SCALED),
+		 15 * FFQ_DEFAULT_COST_WRITE_4K);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_SCALED),
+		 15 * FFQ_DEFAULT_COST_WRITE_128K);
+}
+
+TEST(learn_points_by_size)
+{
+	CHECK_EQ(ffq_learn_point(false, 512), FFQ_PT_READ_4K);
+	CHECK_EQ(ffq_learn_point(false, 16384), FFQ_PT_READ_4K);
+	/* the geometric mean of 4 and 128 KiB is 22.6 KiB */
+	CHECK_EQ(ffq_learn_point(false, 23168), FFQ_PT_READ_4K);
+	CHECK_EQ(ffq_learn_point(false, 23172), FFQ_PT_READ_128K);
+	CHECK_EQ(ffq_learn_point(true, 4096), FFQ_PT_WRITE_4K);
+	CHECK_EQ(ffq_learn_point(true, 1 << 20), FFQ_PT_WRITE_128K);
+	CHECK_EQ(ffq_learn_point(true, U32_MAX), FFQ_PT_WRITE_128K);
+}
+
+/* A read's cost is the floor of its device times: waits are not its own. */
+TEST(learn_read_is_the_floor)
+{
+	struct ffq_learn l = { 0 };
+	unsigned int i;
+
+	/* one read in 8 finds its die idle (1.2 ms), the others wait */
+	for (i = 0; i < 4000; i++)
+		ffq_learn_sample(&l, false, 4096,
+				 i % 8 ? 1200000 + (i % 7) * 1000000 : 1200000,
+				 4096 * (1 + i % 3));
+	/* within the leak of the seven samples since the last idle die's */
+	CHECK(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT) >= 1200000U);
+	CHECK(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT) <= 1200000U / 100 * 101);
+	/* the 128 KiB point follows at the default ratio (4x) */
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_128K, FFQ_SRC_SCALED),
+		 (u64)ffq_learn_cost(&l, &no_set, FFQ_PT_READ_4K, &(enum ffq_cost_src){0}) *
+		 FFQ_DEFAULT_COST_READ_128K / FFQ_DEFAULT_COST_READ_4K);
+	/* a device that slows down is followed: the floor leaks up */
+	for (i = 0; i < 2000; i++)
+		ffq_learn_sample(&l, false, 4096, 3000000, 4096);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 3000000);
+	/* and drops to a faster one at once */
+	ffq_learn_sample(&l, false, 4096, 500000, 4096);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 500000);
+}
+
+/*
+ * A buffered write waits for the drains of the writes ahead of it: n in the
+ * device, n drains (Little's law); without a buffer its floor is a program.
+ */
+TEST(learn_write_is_its_drain_or_its_floor)
+{
+	struct ffq_learn l = { 0 };
+	unsigned int i;
+
+	/* the buffer took the first one at once */
+	ffq_learn_sample(&l, true, 131072, 20000, 131072);
+	/* then 128 KiB writes at 15 in flight, 40.8 ms of drain each */
+	for (i = 0; i < 200; i++)
+		ffq_learn_sample(&l, true, 131072, 15 * 40800000ULL, 15 * 131072);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40800000U / 100 * 99);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) <= 40800000U / 100 * 101);
+	/*
+	 * A throttled writer: every other write finds room in the buffer
+	 * (0.4 ms), the others wait for their drain; the drain is the cost.
+	 */
+	memset(&l, 0, sizeof(l));
+	for (i = 0; i < 200; i++)
+		ffq_learn_sample(&l, true, 131072, i % 2 ? 400000 : 40800000, 131072);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40000000U);
+	/*
+	 * Mixed sizes behind a full buffer wait alike, and are charged by
+	 * their bytes: 16 of 4 KiB and 16 of 128 KiB in the device, 33.7 ms.
+	 */
+	memset(&l, 0, sizeof(l));
+	for (i = 0; i < 200; i++) {
+		ffq_learn_sample(&l, true, 4096, 33660000, 16 * 135168);
+		ffq_learn_sample(&l, true, 131072, 33660000, 16 * 135168);
+	}
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), 63750);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT), 2040000);
+	/* write-through: 8 writes on 8 dies, each one program of 510 us */
+	memset(&l, 0, sizeof(l));
+	ffq_learn_sample(&l, true, 4096, 510000, 4096);
+	for (i = 0; i < 200; i++)
+		ffq_learn_sample(&l, true, 4096, 510000, 8 * 4096);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), 510000);
+}
+
+/* Samples of other sizes are scaled to their point along the default line. */
+TEST(learn_scales_other_sizes_to_the_point)
+{
+	struct ffq_learn l = { 0 };
+	u64 at = ffq_cost(&ffq_default_costs, false, 8192);
+	unsigned int i;
+
+	for (i = 0; i < FFQ_LEARN_MIN; i++)
+		ffq_learn_sample(&l, false, 8192, at * 3, 8192);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT),
+		 3 * FFQ_DEFAULT_COST_READ_4K);
+}
+
+TEST(learn_set_points_take_precedence)
+{
+	struct ffq_learn l = { 0 };
+	struct ffq_cost_model set = { .write_4k = 77 };
+	unsigned int i;
+
+	for (i = 0; i < 100; i++)
+		ffq_learn_sample(&l, true, 4096, 500000, 4096);
+	CHECK_EQ(in_force(&l, &set, FFQ_PT_WRITE_4K, FFQ_SRC_SET), 77);
+	CHECK_EQ(in_force(&l, &set, FFQ_PT_WRITE_128K, FFQ_SRC_SCALED),
+		 500000ULL * FFQ_DEFAULT_COST_WRITE_128K / FFQ_DEFAULT_COST_WRITE_4K);
+	/* learning went on: writing 0 gives the point back to it */
+	set.write_4k = 0;
+	CHECK_EQ(in_force(&l, &set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), 500000);
+}
+
+TEST(learn_clamps_and_survives_extremes)
+{
+	struct ffq_learn l = { 0 };
+	unsigned int i;
+
+	for (i = 0; i < FFQ_LEARN_MIN; i++) {
+		ffq_learn_sample(&l, true, 131072, ~0ULL, 131072);
+		ffq_learn_sample(&l, false, 0, 0, 0);
+	}
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT),
+		 FFQ_MAX_COST_NS);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 1);
+	/* scaled from the unclamped learnt 128 KiB point (16 s), clamped after */
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_SCALED),
+		 16ULL * FFQ_MAX_COST_NS * FFQ_DEFAULT_COST_WRITE_4K /
+		 FFQ_DEFAULT_COST_WRITE_128K);
+}
+
+TEST(learn_moves_by_a_sixteenth)
+{
+	CHECK(!ffq_learn_moved(1600, 1600));
+	CHECK(!ffq_learn_moved(1600, 1699));
+	CHECK(ffq_learn_moved(1600, 1700));
+	CHECK(ffq_learn_moved(1600, 1500));
+	CHECK(!ffq_learn_moved(1600, 1501));
+	CHECK(ffq_learn_moved(1, 2));
+	CHECK(!ffq_cost_changes(FFQ_SRC_DEFAULT, 60000, 1));
+	CHECK(ffq_cost_changes(FFQ_SRC_SET, 1600, 1601));
+	CHECK(!ffq_cost_changes(FFQ_SRC_SET, 1600, 1600));
+	CHECK(!ffq_cost_changes(FFQ_SRC_LEARNT, 1600, 1601));
+	CHECK(ffq_cost_changes(FFQ_SRC_SCALED, 1600, 1800));
+}
+
 TEST(weight_from_ioprio)
 {
 	unsigned int v;
@@ -2526,6 +2708,14 @@ UNIT_MAIN(
 	UNIT(default_costs_are_ssdsims),
 	UNIT(charge_scales_by_weight),
 	UNIT(weight_from_ioprio),
+	UNIT(learn_starts_at_the_defaults),
+	UNIT(learn_points_by_size),
+	UNIT(learn_read_is_the_floor),
+	UNIT(learn_write_is_its_drain_or_its_floor),
+	UNIT(learn_scales_other_sizes_to_the_point),
+	UNIT(learn_set_points_take_precedence),
+	UNIT(learn_clamps_and_survives_extremes),
+	UNIT(learn_moves_by_a_sixteenth),
 	UNIT(tags_start_at_vtime_or_last_finish),
 	UNIT(idle_task_returns_without_credit),
 	UNIT(vtime_held_by_slow_request_in_device),

@@ -53,8 +53,8 @@ OUT_OF_RANGE: dict[str, tuple[tuple[str, str], ...]] = {
         ("rt_tags", "nr+1")),
     "flashfq": (
         ("depth", "0"), ("depth", "nr+1"),
-        ("cost_read_4k_ns", "0"), ("cost_write_128k_ns", "0"),
         ("cost_read_128k_ns", str(limit(FFQ_H, "FFQ_MAX_COST_NS") + 1)),
+        ("cost_write_128k_ns", str(limit(FFQ_H, "FFQ_MAX_COST_NS") + 1)),
         ("throttle_us", str(limit(FFQ_H, "FFQ_MAX_TIME_US") + 1)),
         ("anticipation_us", str(limit(FFQ_H, "FFQ_MAX_TIME_US") + 1)),
         ("ioprio_weights", "2")),

@@ -11,6 +11,7 @@ one VM run."""
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from bench import fio
-from conftest import ROOT, Guest, need_modules, ssdsim, timer_disk
-from tracing import assert_driver_order, driver_order_trace, ftrace_record, reset_keeps_depth
+from bench.suites.flashfq import ssdsim_costs
+from conftest import ROOT, Guest, load_ssdsim, need_modules, ssdsim, timer_disk
+from tracing import T, assert_driver_order, driver_order_trace, ftrace_record, reset_keeps_depth
 
 sys.path.insert(0, str(ROOT))
 from tracepoints import report  # noqa: E402
@@ -100,6 +102,87 @@ def test_light_reader_slowdown(ffq: Guest) -> None:
     assert base >= 4 * ours
     # the light reader is synchronous: its completions are anticipated
     assert counters["antic_started"] > 0
+
+
+#: the ssdsim geometries of the uncalibrated core case: its default (8 dies)
+#: and 4 dies, where the default costs left the reader at 4.7 (ssdsim's
+#: costs: 1.6)
+CORE_GEOMETRIES: dict[str, dict[str, object]] = {"8 dies": {}, "4 dies": {"channels": 2}}
+CORE_READER = "--name=reader --rw=randread --bs=4k --ioengine=psync --iodepth=1 --offset=0"
+CORE_WRITER = ("--name=writer --rw=randwrite --bs=128k --ioengine=libaio --iodepth=32 "
+               "--offset=50%")
+#: the cost points in sysfs's (and cost_source's) order
+COST_FILES = ("cost_read_4k_ns", "cost_read_128k_ns", "cost_write_4k_ns", "cost_write_128k_ns")
+_COST_EVENT = re.compile(r"flashfq_cost: \S+ point=(\d) old=\d+ cost=(\d+) source=(\d) "
+                         r"samples=\d+")
+
+
+def _core(dev: str, seconds: int, *jobs: str) -> str:
+    return (f"--filename=/dev/{dev} --direct=1 --time_based --runtime={seconds} --size=50% "
+            "--randrepeat=0 " + " ".join(jobs))
+
+
+def _learning_phase(g: Guest, dev: str) -> list[tuple[int, int, int]]:
+    """4 s of the core case's mix with flashfq_cost traced: (point, cost,
+    source) of each event."""
+    e = f"{T}/events/flashfq/flashfq_cost/enable"
+    text = g.sh(f"""
+echo 0 > {T}/tracing_on; echo > {T}/trace; echo 1 > {e}; echo 1 > {T}/tracing_on
+fio --output=/dev/null {_core(dev, 4, CORE_READER, CORE_WRITER)} >/dev/null; rc=$?
+echo 0 > {T}/tracing_on; echo 0 > {e}
+cat {T}/trace; exit $rc""", timeout=600)
+    return [(int(p), int(c), int(src)) for p, c, src in _COST_EVENT.findall(text)]
+
+
+@pytest.mark.timing
+def test_uncalibrated_core_case(icount_guest: Guest) -> None:
+    """The case FlashFQ is for, with nothing calibrated: a 4 KiB reader at
+    iodepth 1 beside a 128 KiB writer at iodepth 32 on ssdsim, flashfq
+    selected and nothing set.  After 4 s of the mix in which it learns its
+    costs from its completions, 8 s of it give the reader a slowdown (mean
+    latency / alone under none) of at most 2.5 and the writer at most 3
+    (proportional: 2), on ssdsim's default geometry and on 4 dies.  The
+    costs it learnt (cost_source "learnt") are within 30 % of ssdsim's
+    (what `bench calibrate` computes from its parameters), and each change
+    was traced (flashfq_cost, the last one of each point the value in
+    sysfs).  In a VM of its own whose clock counts instructions
+    (icount_guest): a host's stall inside a reader's anticipation ends it."""
+    g = icount_guest
+    g.load("flashfq-iosched")
+    dev = "ssdsim0"
+    bad = []
+    for name, geometry in CORE_GEOMETRIES.items():
+        load_ssdsim(g, **geometry)
+        params = dict(ln.split("=", 1) for ln in g.sh(
+            "cd /sys/module/ssdsim/parameters && for f in *; do echo \"$f=$(cat $f)\"; done"
+        ).split())
+        truth = ssdsim_costs(params)
+        g.select(dev, "none")
+        alone_r = fio.job_stats(g.fio(_core(dev, 4, CORE_READER), timeout=600), "reader")
+        alone_w = fio.job_stats(g.fio(_core(dev, 4, CORE_WRITER), timeout=600), "writer")
+        g.select(dev, SCHED)
+        events = _learning_phase(g, dev)
+        learnt = {f: int(g.attr(dev, f)) for f in COST_FILES}
+        res = g.fio(_core(dev, 8, CORE_READER, CORE_WRITER), timeout=900)
+        r, w = fio.job_stats(res, "reader"), fio.job_stats(res, "writer")
+        source = g.attr(dev, "cost_source").split()
+        print(f"{name}: reader {alone_r.lat_mean_us:.0f} us alone, {r.lat_mean_us:.0f} us "
+              f"beside the writer ({r.ios} reads): slowdown {r.lat_mean_us / alone_r.lat_mean_us:.2f}; "
+              f"writer {alone_w.lat_mean_us:.0f} us alone, {w.lat_mean_us:.0f} us "
+              f"({w.ios} writes): slowdown {w.lat_mean_us / alone_w.lat_mean_us:.2f}; "
+              f"learnt {learnt} ({' '.join(source)}), ssdsim's {truth}; "
+              f"{len(events)} flashfq_cost events\n{g.sh(f'cat {g.sched_dbg(dev)}/costs')}")
+        g.select(dev, "none")
+        if r.lat_mean_us > 2.5 * alone_r.lat_mean_us or w.lat_mean_us > 3 * alone_w.lat_mean_us:
+            bad.append(f"{name}: slowdowns {r.lat_mean_us / alone_r.lat_mean_us:.2f}, "
+                       f"{w.lat_mean_us / alone_w.lat_mean_us:.2f}")
+        assert source[0] == source[3] == "learnt", source
+        for f in (COST_FILES[0], COST_FILES[3]):
+            assert abs(learnt[f] - truth[f]) <= 0.3 * truth[f], (name, f, learnt, truth)
+        last = {p: (c, src) for p, c, src in events}
+        assert last[0] == (learnt[COST_FILES[0]], 2) and last[3] == (learnt[COST_FILES[3]], 2), \
+            (last, learnt)
+    assert not bad, bad
 
 
 @pytest.mark.timing

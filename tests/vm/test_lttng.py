@@ -83,6 +83,7 @@ def test_lttng_session_records_flashfq(guest: Guest, tmp_path: Path) -> None:
               "flashfq_throttled": {"dev", "task", "antic", "gap", "throttle", "inflight",
                                     "queued"},
               "flashfq_vtime": {"dev", "vtime", "delta"},
+              "flashfq_cost": {"dev", "point", "old", "cost", "source", "samples"},
               **{f"flashfq_antic_{k}": {"dev", "task", "start", "until_ns", "block_ns"}
                  for k in ("start", "expire", "cancel")}}
     names = Counter(e.name for e in trace.events)

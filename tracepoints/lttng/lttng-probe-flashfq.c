@@ -42,4 +42,5 @@ static void __maybe_unused flashfq_check_probe_protos(void)
 	check_trace_callback_type_flashfq_antic_expire(__event_probe__flashfq_antic);
 	check_trace_callback_type_flashfq_antic_cancel(__event_probe__flashfq_antic);
 	check_trace_callback_type_flashfq_vtime(__event_probe__flashfq_vtime);
+	check_trace_callback_type_flashfq_cost(__event_probe__flashfq_cost);
 }

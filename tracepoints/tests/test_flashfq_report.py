@@ -126,6 +126,9 @@ def scenario() -> str:
                 tr.request(base + r * 200 * US + k * 10 * US, task,
                            requeue=(w, r, task) == (3, 0, 200))
         tr.event(base + 999 * US, "flashfq_vtime", vtime=(w + 1) * 240_000, delta=240_000)
+    # the 128 KiB write point learnt
+    tr.event(T0 + 2 * MS, "flashfq_cost", point=3, old=2_040_000, cost=40_800_000, source=2,
+             samples=8)
     # a request inserted and dispatched before the trace
     tr.event(T0 + 1 * US, "flashfq_complete", 100, hctx=0, tag=9999, device_ns=80 * US)
     for t in (300, 500, 700):
@@ -161,7 +164,7 @@ def trace(trace_file: Path) -> report.Trace:
 def test_every_event_of_the_header_is_parsed(trace: report.Trace) -> None:
     assert set(FORMATS) == {f"flashfq_{e}" for e in (
         "insert", "dispatch", "complete", "requeue", "throttled", "antic_start",
-        "antic_expire", "antic_cancel", "vtime")}
+        "antic_expire", "antic_cancel", "vtime", "cost")}
     assert {e.name for e in trace.events} == set(FORMATS)
     d = next(e for e in trace.events if e.name == "flashfq_dispatch").fields
     assert d == {"dev": "254,0", "hctx": 0, "tag": 100, "rwbs": "RS", "sector": 204800,
@@ -170,6 +173,9 @@ def test_every_event_of_the_header_is_parsed(trace: report.Trace) -> None:
     th = next(e for e in trace.events if e.name == "flashfq_throttled").fields
     assert th == {"dev": "254,0", "task": 200, "antic": 0, "gap": 150_000,
                   "throttle": 100_000, "inflight": 2, "queued": 3}
+    c = next(e for e in trace.events if e.name == "flashfq_cost").fields
+    assert c == {"dev": "254,0", "point": 3, "old": 2_040_000, "cost": 40_800_000,
+                 "source": 2, "samples": 8}
 
 
 def test_requests_joined(trace: report.Trace) -> None:
@@ -177,7 +183,7 @@ def test_requests_joined(trace: report.Trace) -> None:
     assert len(bd.requests) == 40 + 40 + 20 + 1
     assert (bd.unfinished, bd.merged, bd.orphans, bd.lost) == (1, 1, 1, 0)
     assert bd.decisions == {"throttled": 5, "antic_start": 2, "antic_expire": 1,
-                            "antic_cancel": 1, "vtime": 10, "requeue": 1}
+                            "antic_cancel": 1, "vtime": 10, "cost": 1, "requeue": 1}
     assert Counter(r.task for r in bd.requests) == {100: 40, 200: 40, 300: 20, 400: 1}
     requeued = [r for r in bd.requests if r.requeues]
     assert len(requeued) == 1 and requeued[0].task == 200

@@ -94,8 +94,8 @@ TRACE_EVENT(flashfq_dispatch,
 );
 
 /*
- * A dispatched request finished.  device_ns: since its dispatch (0 if the
- * event was enabled after the dispatch); inflight: slots held after.
+ * A dispatched request finished.  device_ns: since its dispatch;
+ * inflight: slots held after.
  */
 TRACE_EVENT(flashfq_complete,
 
@@ -262,6 +262,43 @@ TRACE_EVENT(flashfq_vtime,
 		  MAJOR(__entry->dev), MINOR(__entry->dev),
 		  (unsigned long long)__entry->vtime,
 		  (unsigned long long)__entry->delta)
+);
+
+/*
+ * A cost point in force (0 read 4 KiB, 1 read 128 KiB, 2 write 4 KiB,
+ * 3 write 128 KiB) went from old to cost ns; source: 0 default, 1 scaled
+ * from the direction's other point, 2 learnt, 3 set in sysfs; samples:
+ * the completions the point has learnt from.
+ */
+TRACE_EVENT(flashfq_cost,
+
+	TP_PROTO(struct request_queue *q, unsigned int point, u32 old, u32 cost,
+		 unsigned int source, u32 samples),
+
+	TP_ARGS(q, point, old, cost, source, samples),
+
+	TP_STRUCT__entry(
+		__field(dev_t,		dev)
+		__field(unsigned int,	point)
+		__field(u32,		old)
+		__field(u32,		cost)
+		__field(unsigned int,	source)
+		__field(u32,		samples)
+	),
+
+	TP_fast_assign(
+		__entry->dev = disk_devt(q->disk);
+		__entry->point = point;
+		__entry->old = old;
+		__entry->cost = cost;
+		__entry->source = source;
+		__entry->samples = samples;
+	),
+
+	TP_printk("%d,%d point=%u old=%u cost=%u source=%u samples=%u",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->point,
+		  __entry->old, __entry->cost, __entry->source,
+		  __entry->samples)
 );
 
 #endif /* _TRACE_FLASHFQ_H */

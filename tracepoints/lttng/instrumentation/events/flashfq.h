@@ -182,6 +182,24 @@ LTTNG_TRACEPOINT_EVENT(flashfq_vtime,
 	)
 )
 
+/* A cost point in force changed (trace/events/flashfq.h). */
+LTTNG_TRACEPOINT_EVENT(flashfq_cost,
+
+	TP_PROTO(struct request_queue *q, unsigned int point, u32 old, u32 cost,
+		 unsigned int source, u32 samples),
+
+	TP_ARGS(q, point, old, cost, source, samples),
+
+	TP_FIELDS(
+		ctf_integer(dev_t, dev, disk_devt(q->disk))
+		ctf_integer(unsigned int, point, point)
+		ctf_integer(u32, old, old)
+		ctf_integer(u32, cost, cost)
+		ctf_integer(unsigned int, source, source)
+		ctf_integer(u32, samples, samples)
+	)
+)
+
 #endif /* LTTNG_TRACE_FLASHFQ_H */
 
 #include <lttng/define_trace.h>
