@@ -36,10 +36,10 @@ FLASHFQ: dict[str, tuple[str, Validator]] = {
     "anticipation_us": ("20000", _in_range(0, 10 ** 9)),
     "anticipation_block_us": ("2000", _in_range(0, 10 ** 9)),
     "ioprio_weights": ("0", _in_range(0, 1)),
-    "cost_read_4k_ns": ("60000", _in_range(1, 10 ** 9)),
-    "cost_read_128k_ns": ("240000", _in_range(1, 10 ** 9)),
-    "cost_write_4k_ns": ("63750", _in_range(1, 10 ** 9)),
-    "cost_write_128k_ns": ("2040000", _in_range(1, 10 ** 9)),
+    "cost_read_4k_ns": ("60000", _in_range(0, 10 ** 9)),
+    "cost_read_128k_ns": ("240000", _in_range(0, 10 ** 9)),
+    "cost_write_4k_ns": ("63750", _in_range(0, 10 ** 9)),
+    "cost_write_128k_ns": ("2040000", _in_range(0, 10 ** 9)),
 }
 
 

@@ -21,7 +21,7 @@ import pytest
 from bench import fio, prep, report, results
 from bench.calibrate import calibrate, cost_ns
 from bench.cli import main
-from bench.device import TunableError, UnsafeDevice
+from bench.device import TunableError, UnsafeDevice, set_tunable
 from bench.jobs import parse_options
 from bench.runner import RunContext
 from bench.session import durations
@@ -466,6 +466,18 @@ def test_calibrate_refuses_a_mounted_or_formatted_device() -> None:
     assert not t.fio_runs
     calibrate(t, "flashfq", "fake0", "/dev/fake0", 1, 0, io.StringIO())   # confirmed
     assert len(t.fio_runs) == 4 and t.current == "flashfq"
+
+
+def test_a_cost_of_zero_holds_whatever_it_reads_back() -> None:
+    """0 asks flashfq to learn the cost, which then reads back the cost in
+    force; any other value, and a 0 to another tunable, must read back."""
+    t = FakeTarget(scheds={"none": {}, "flashfq": FLASHFQ}, scheduler="flashfq")
+    t.sticky |= {"cost_read_4k_ns", "depth"}
+    assert set_tunable(t, "fake0", "cost_read_4k_ns", 0) == "60000"
+    with pytest.raises(TunableError, match="cost_read_4k_ns=5 did not hold: it reads back 60000"):
+        set_tunable(t, "fake0", "cost_read_4k_ns", 5)
+    with pytest.raises(TunableError, match="depth=8 did not hold"):
+        set_tunable(t, "fake0", "depth", 8)
 
 
 def test_calibrate_puts_the_device_back_when_a_write_fails() -> None:
