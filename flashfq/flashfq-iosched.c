@@ -1420,8 +1420,12 @@ static void ffq_finish_request(struct request *rq)
 	slot = ffq_slot_of(fd, word);
 	if (likely(slot)) {
 		slot->sync = flags & FFQ_RQ_SYNC;
-		/* its time: for an anticipation and the learnt costs */
-		if (!slot->done_ns)
+		/*
+		 * Its time, for an anticipation and the learnt costs: blk-mq's
+		 * may be a plug's, cached before the dispatch when the driver
+		 * completed the request inline (a write its buffer took).
+		 */
+		if (slot->done_ns <= slot->dispatch_ns)
 			slot->done_ns = ktime_get_ns();
 		if (trace_flashfq_complete_enabled())
 			ffq_trace_complete(fd, rq, slot);
