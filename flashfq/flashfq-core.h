@@ -227,12 +227,13 @@ static inline bool ffq_point_write(unsigned int pt)
 /* One point's learning: ns at the point's size. */
 struct ffq_learnt {
 	u64 floor;	/* smallest device time (writes: alone); 0: none */
-	u64 avg;	/* @wsum / @tsum: the average of device time x
-			 * bytes / bytes in the device, weighted by device
-			 * time
-			 */
-	u64 wsum;	/* moving sum of that x device time, ns x us */
-	u64 tsum;	/* moving sum of device time, us */
+	/*
+	 * Moving sums of device time x bytes / bytes in the device, times
+	 * device time (ns x us), and of device time (us): their quotient is
+	 * that quantity's average weighted by device time (ffq_learnt_avg()).
+	 */
+	u64 wsum;
+	u64 tsum;
 	u32 samples;	/* saturating */
 };
 
@@ -299,15 +300,22 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 		1U << FFQ_LEARN_EWMA_SHIFT;
 	p->wsum = ffq_learn_step(p->wsum, per * us, n);
 	p->tsum = ffq_learn_step(p->tsum, us, n);
-	p->avg = p->tsum ? p->wsum / p->tsum : per;
 	if (p->samples < U32_MAX)
 		p->samples++;
+}
+
+/* The weighted average of a point's samples, ns; 0 before any. */
+static inline u64 ffq_learnt_avg(const struct ffq_learnt *p)
+{
+	return p->tsum ? p->wsum / p->tsum : 0;
 }
 
 /* A learnt point's cost, ns, not clamped. */
 static inline u64 ffq_learnt_ns(const struct ffq_learnt *p, bool write)
 {
-	return write && p->avg > p->floor ? p->avg : p->floor;
+	u64 avg = write ? ffq_learnt_avg(p) : 0;
+
+	return avg > p->floor ? avg : p->floor;
 }
 
 static inline u32 ffq_clamp_cost(u64 ns)

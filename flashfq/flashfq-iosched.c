@@ -667,6 +667,19 @@ static bool ffq_discard_mergable(struct request *rq)
 }
 
 /* Device time of @rq: reads and writes by size, anything else as 4 KiB. */
+/* @rq's direction: READ, WRITE, or FFQ_DIR_OTHER (discard, ...). */
+static u8 ffq_rq_dir(struct request *rq)
+{
+	switch (req_op(rq)) {
+	case REQ_OP_READ:
+		return READ;
+	case REQ_OP_WRITE:
+		return WRITE;
+	default:
+		return FFQ_DIR_OTHER;
+	}
+}
+
 static u64 ffq_rq_cost(struct ffq_data *fd, struct request *rq)
 {
 	struct ffq_cost_model m = {
@@ -675,15 +688,11 @@ static u64 ffq_rq_cost(struct ffq_data *fd, struct request *rq)
 		.write_4k = READ_ONCE(fd->cost.write_4k),
 		.write_128k = READ_ONCE(fd->cost.write_128k),
 	};
+	u8 dir = ffq_rq_dir(rq);
 
-	switch (req_op(rq)) {
-	case REQ_OP_READ:
-		return ffq_cost(&m, false, blk_rq_bytes(rq));
-	case REQ_OP_WRITE:
-		return ffq_cost(&m, true, blk_rq_bytes(rq));
-	default:
+	if (dir == FFQ_DIR_OTHER)	/* as a 4 KiB write */
 		return ffq_cost(&m, true, FFQ_COST_SMALL);
-	}
+	return ffq_cost(&m, dir == WRITE, blk_rq_bytes(rq));
 }
 
 static u32 ffq_rq_charge_now(struct ffq_data *fd, struct request *rq)
@@ -1149,16 +1158,7 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	slot->done_ns = 0;
 	slot->requeued = false;
 	slot->bytes = blk_rq_bytes(rq);
-	switch (req_op(rq)) {
-	case REQ_OP_READ:
-		slot->dir = READ;
-		break;
-	case REQ_OP_WRITE:
-		slot->dir = WRITE;
-		break;
-	default:
-		slot->dir = FFQ_DIR_OTHER;
-	}
+	slot->dir = ffq_rq_dir(rq);
 	if (slot->dir != FFQ_DIR_OTHER)
 		slot->dir_bytes = fd->inflight_bytes[slot->dir] += slot->bytes;
 	/* the facts ffq_refresh() would read: the other heads are as they were */
@@ -1976,7 +1976,7 @@ static int ffq_dbg_costs_show(void *data, struct seq_file *m)
 		seq_printf(m, "%s cost %u source %s set %u floor %llu avg %llu samples %u\n",
 			   names[pt], ffq_point_val(&cost, pt),
 			   ffq_src_names[src[pt]], ffq_point_val(&set, pt),
-			   l[pt].floor, l[pt].avg, l[pt].samples);
+			   l[pt].floor, ffq_learnt_avg(&l[pt]), l[pt].samples);
 	return 0;
 }
 

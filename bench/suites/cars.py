@@ -18,9 +18,10 @@ round-robin with the same depth and throttle, the paper's baseline) and
 cars (and, when asked for, "cars-probed": cars calibrated by
 bench/probe.py as on a drive that publishes nothing, against cars
 calibrated from ssdsim's sysfs); and one flow of each read ratio alone
-under none (the device's own response time).  A flow's slowdown is its mean response time (completion
-latency, reads and writes) in the mix over a flow of its read ratio alone;
-weighted fairness is the sum over the flows of 1 / slowdown.
+under none (the device's own response time).  A flow's slowdown is its
+mean response time (completion latency, reads and writes) in the mix over
+a flow of its read ratio alone; weighted fairness is the sum over the
+flows of 1 / slowdown.
 
 CARS's model of the device is ssdsim's (bench/calibrate.py cars_tunables):
 ssdsim runs write-through (write_buffer_kb=0, so a page is programmed when

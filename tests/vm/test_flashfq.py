@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from bench import fio
+from bench.device import module_params
 from bench.suites.flashfq import ssdsim_costs
+from bench.target import VMTarget
 from conftest import ROOT, Guest, load_ssdsim, need_modules, ssdsim, timer_disk
 from tracing import T, assert_driver_order, driver_order_trace, ftrace_record, reset_keeps_depth
 
@@ -153,10 +155,7 @@ def test_uncalibrated_core_case(icount_guest: Guest) -> None:
     bad = []
     for name, geometry in CORE_GEOMETRIES.items():
         load_ssdsim(g, **geometry)
-        params = dict(ln.split("=", 1) for ln in g.sh(
-            "cd /sys/module/ssdsim/parameters && for f in *; do echo \"$f=$(cat $f)\"; done"
-        ).split())
-        truth = ssdsim_costs(params)
+        truth = ssdsim_costs(module_params(VMTarget(g.vm), "ssdsim"))
         g.select(dev, "none")
         alone_r = fio.job_stats(g.fio(_core(dev, 4, CORE_READER), timeout=600), "reader")
         alone_w = fio.job_stats(g.fio(_core(dev, 4, CORE_WRITER), timeout=600), "writer")
