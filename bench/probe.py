@@ -425,8 +425,9 @@ def pairs_iolog(path: str, plan: Sequence[tuple[int, int]]) -> str:
 
 def pairs_job(iolog: str, lat_log: str) -> str:
     """A replay of @iolog two reads at a time, submitted and reaped
-    together (so both of a pair carry its latency), every read's
-    completion latency and offset logged to @lat_log_clat.1.log."""
+    together (so both of a pair carry its latency), every read's total
+    latency and offset logged to @lat_log_lat.1.log (and fio's slat and
+    clat logs beside it)."""
     return ("[global]\ndirect=1\nioengine=io_uring\niodepth=2\niodepth_batch_submit=2\n"
             f"iodepth_batch_complete_min=2\nreplay_no_stall=1\nread_iolog={iolog}\n"
             f"write_lat_log={lat_log}\nlog_offset=1\n[pairs]\n")
@@ -435,13 +436,18 @@ def pairs_job(iolog: str, lat_log: str) -> str:
 def pair_latency(plan: Sequence[tuple[int, int]], log: str,
                  quantile: float = PAIR_QUANTILE) -> dict[int, float]:
     """The @quantile (nearest rank) of each stride's pair latencies, us, in
-    @plan from fio's per-read completion latency log (time ms, latency ns,
+    @plan from fio's per-read total latency log (time ms, latency ns,
     direction, size, offset, ...): a pair completes as one (reaped
     together), in the plan's order, so its reads are the log's next two.
     A low quantile, since what the host adds (another VM on its CPUs, an
     interrupt) only lengthens a pair, while the die's own time is a floor:
     beside another VM under TCG, 6 of 28 strides on two dies had a median
-    above 1.4 times the quickest stride's."""
+    above 1.4 times the quickest stride's.  Total latency, not completion
+    latency: fio's io_uring engine takes a read's issue time after
+    io_uring_enter() returns, so a submission the guest was slow to return
+    from (the reads already in the device) shortens clat and breaks the
+    floor (on 6.12, three or more of 24 pairs 8 KiB apart, on one die,
+    showed one read's time in clat, and the page was found at 8 KiB)."""
     rows = []
     for ln in log.splitlines():
         f = [x.strip() for x in ln.split(",")]
@@ -485,7 +491,7 @@ def _pairs(target: Target, path: str, plan: list[tuple[int, int]], name: str
     base = f"{target.tmpdir}/probe-{name}"
     target.write_file(f"{base}.iolog", pairs_iolog(path, plan).encode())
     _fio(target, pairs_job(f"{base}.iolog", base), name, 600)
-    return pair_latency(plan, target.read_file(f"{base}_clat.1.log").decode())
+    return pair_latency(plan, target.read_file(f"{base}_lat.1.log").decode())
 
 
 def probe(target: Target, path: str, size_bytes: int, out: TextIO = sys.stdout,

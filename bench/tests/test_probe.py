@@ -250,8 +250,8 @@ def test_pair_plan_spreads_each_stride_over_the_pass() -> None:
         probe.pair_plan([4096], 1 << 20)
 
 
-def clat_log(plan: list[tuple[int, int]], lat_us: list[float]) -> str:
-    """fio 3.33's per-read completion latency log of @plan's pairs, a pair
+def lat_log(plan: list[tuple[int, int]], lat_us: list[float]) -> str:
+    """fio 3.33's per-read total latency log of @plan's pairs, a pair
     taking @lat_us[i] (both reads: reaped together), the second read of a
     pair logged first when i is odd (fio logs a reaped batch in its order)."""
     rows = []
@@ -264,7 +264,7 @@ def clat_log(plan: list[tuple[int, int]], lat_us: list[float]) -> str:
 
 def test_pair_latency_reads_fios_log() -> None:
     plan = [(16, 0), (4, 8192), (16, 65536), (16, 32768)]
-    log = clat_log(plan, [1000.0, 2000.0, 1300.0, 1100.0])
+    log = lat_log(plan, [1000.0, 2000.0, 1300.0, 1100.0])
     assert probe.pair_latency(plan, log) == {16: pytest.approx(1000.0), 4: pytest.approx(2000.0)}
     assert probe.pair_latency(plan, log, 0.5)[16] == pytest.approx(1100.0)
     with pytest.raises(probe.RunError, match="logged 4 reads of the pairs' 8"):
@@ -289,13 +289,13 @@ def test_the_hosts_slow_spells_leave_the_striping() -> None:
                 + (700 if (i // 50) % 5 in (1, 2, 4) else 0) for i, (s, _) in enumerate(plan)]
 
     plan = probe.pair_plan(strides, region, page)
-    log = clat_log(plan, latencies(plan))
+    log = lat_log(plan, latencies(plan))
     st = probe.striping(probe.pair_latency(plan, log), 1300.0)
     assert (st.period, st.static) == (dies, True)
     assert not probe.striping(probe.pair_latency(plan, log, 0.5), 1300.0).static
     # the same spells over the strides one after another (the old order)
     plan.sort()
-    st = probe.striping(probe.pair_latency(plan, clat_log(plan, latencies(plan))), 1300.0)
+    st = probe.striping(probe.pair_latency(plan, lat_log(plan, latencies(plan))), 1300.0)
     assert not st.static
 
 
