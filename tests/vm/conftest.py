@@ -495,21 +495,58 @@ def guest(vm_factory: VMs) -> Iterator[Guest]:
 ICOUNT_SHIFT = 3
 
 
+@pytest.fixture(scope="session")
+def icount_vms(request: pytest.FixtureRequest) -> Iterator[dict[str, Guest]]:
+    """icount_guest's VM between two tests that ask for it one after the
+    other ("guest"), stopped at the end of the session if still up."""
+    state: dict[str, Guest] = {}
+    yield state
+    if "guest" in state:
+        state.pop("guest").vm.cleanup()
+
+
+def _next_wants_icount(request: pytest.FixtureRequest) -> bool:
+    """Whether the test pytest runs after this one asks for icount_guest."""
+    items = request.session.items
+    try:
+        i = items.index(request.node)
+    except ValueError:
+        return False
+    return i + 1 < len(items) and "icount_guest" in getattr(items[i + 1], "fixturenames", ())
+
+
 @pytest.fixture
-def icount_guest(request: pytest.FixtureRequest) -> Iterator[Guest]:
-    """A VM of its own, booted for the test, whose clock counts the
-    instructions its vCPUs execute (QEMU -icount shift=ICOUNT_SHIFT,
-    sleep=off: scripts/vmbed.py accel_args()) instead of following the
-    host's: a test that compares latencies measured in the guest sees the
-    same figures whatever else the host runs.  On plain TCG a host that
-    does not run the guest's vCPU for 100 ms (CI runs the debug tier's VM
-    beside this one on two cores) puts 100 ms into whatever request is in
-    flight, which is the p99.9 of a few thousand.  Its kernel log is
-    checked after the test, as the guest fixture's."""
-    with own_guest(request.config, icount=ICOUNT_SHIFT) as g:
+def icount_guest(request: pytest.FixtureRequest, icount_vms: dict[str, Guest]
+                 ) -> Iterator[Guest]:
+    """A VM beside the session's whose clock counts the instructions its
+    vCPUs execute (QEMU -icount shift=ICOUNT_SHIFT, sleep=off:
+    scripts/vmbed.py accel_args()) instead of following the host's: a test
+    that compares latencies measured in the guest sees the same figures
+    whatever else the host runs.  On plain TCG a host that does not run
+    the guest's vCPU for 100 ms (CI runs the debug tier's VM beside this
+    one on two cores) puts 100 ms into whatever request is in flight,
+    which is the p99.9 of a few thousand.  Its kernel log is checked after
+    the test, as the guest fixture's.
+
+    Booted for the test, and kept for the next one when that asks for it
+    too (a boot is 15-25 s of TCG); stopped otherwise: with sleep=off an
+    idle guest's clock jumps from timer to timer as fast as the host runs
+    it (on 6.12, 754 s of the guest's in 20 s, taking 18.2 s of a host
+    CPU), which the session's VM would lose."""
+    g = icount_vms.get("guest")
+    if g is None or g.dead:
+        if g is not None:
+            icount_vms.pop("guest").vm.cleanup()
+        kernel = _kernel(request.config)
+        g = icount_vms["guest"] = boot_guest(VMConfig(
+            kernel=kernel, modules_dir=ROOT / ".build" / kernel, icount=ICOUNT_SHIFT))
+    try:
         yield g
         if not g.dead:
             assert_log_clean(g)
+    finally:
+        if g.dead or not _next_wants_icount(request):
+            icount_vms.pop("guest").vm.cleanup()
 
 
 @contextmanager

@@ -224,25 +224,6 @@ def _two_readers(g: Guest, dev: str, a: str, b: str, seconds: int = 5) -> tuple[
 
 
 @pytest.mark.timing
-@pytest.mark.parametrize("hi_name,hi_prio,lo_name,lo_prio", [
-    # the public K2 code put all eight RT levels in one queue
-    ("RT0", "--prioclass=1 --prio=0", "RT7", "--prioclass=1 --prio=7"),
-    ("RT7", "--prioclass=1 --prio=7", "BE0", "--prioclass=2 --prio=0"),
-], ids=["rt0-over-rt7", "rt7-over-be0"])
-def test_strict_priority(k2: Guest, hi_name: str, hi_prio: str, lo_name: str,
-                         lo_prio: str) -> None:
-    """max_inflight=1: a reader of the higher class or level gets at least
-    10x the IOPS of one of the lower, both at iodepth 16."""
-    g = k2
-    dev = g.throttled
-    g.select(dev, "k2")
-    g.set_attr(dev, "max_inflight", 1)
-    hi, lo = _two_readers(g, dev, hi_prio, lo_prio)
-    print(f"{hi_name} {hi:.1f} IOPS, {lo_name} {lo:.1f} IOPS")
-    assert hi > 0 and hi >= 10 * lo
-
-
-@pytest.mark.timing
 def test_starvation_ms_serves_best_effort(k2: Guest) -> None:
     """With starvation_ms=20 the best-effort reader is no longer starved
     (at least 20 IOPS of the throttled drive's 250), and the real-time one
@@ -308,6 +289,30 @@ def test_driver_gets_requests_in_dispatch_order(k2: Guest) -> None:
             "--prioclass=2 --prio=4 --cpus_allowed=1 --offset=32M"))
         ended = int(g.stat(dev, "batch_ended"))
     assert_driver_order(text, "k2_dispatch", ended)
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("hi_name,hi_prio,lo_name,lo_prio", [
+    # the public K2 code put all eight RT levels in one queue
+    ("RT0", "--prioclass=1 --prio=0", "RT7", "--prioclass=1 --prio=7"),
+    ("RT7", "--prioclass=1 --prio=7", "BE0", "--prioclass=2 --prio=0"),
+], ids=["rt0-over-rt7", "rt7-over-be0"])
+def test_strict_priority(icount_guest: Guest, hi_name: str, hi_prio: str, lo_name: str,
+                         lo_prio: str) -> None:
+    """max_inflight=1: a reader of the higher class or level gets at least
+    10x the IOPS of one of the lower, both at iodepth 16, on ssdsim.  The
+    lower one is served only when the higher has nothing queued.  In a VM
+    whose clock counts instructions (icount_guest): on the throttled NVMe
+    drive under plain TCG a host that did not run the higher reader's
+    vCPU while its 16 requests drained let the lower one in (7.3: RT7
+    231.6 IOPS, BE0 26.1 in one CI run; 252.8 and 5.5 on its rerun)."""
+    g = icount_guest
+    with k2_on_ssdsim(g) as dev:
+        g.select(dev, "k2")
+        g.set_attr(dev, "max_inflight", 1)
+        hi, lo = _two_readers(g, dev, hi_prio, lo_prio)
+    print(f"{hi_name} {hi:.1f} IOPS, {lo_name} {lo:.1f} IOPS")
+    assert hi > 0 and hi >= 10 * lo
 
 
 @pytest.mark.timing
