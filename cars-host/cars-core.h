@@ -45,6 +45,9 @@
  * row is skipped until another flow has been served.  When every flow's
  * oldest request conflicts, the oldest of them goes anyway once it has
  * waited max_hold_ns: the scheduler never holds the device idle longer.
+ * It goes at once when every queued request fits in the depth bound's
+ * free slots: held, it would keep its slot for no other request, and a
+ * device that queues per die serves it no sooner for the wait.
  */
 #ifndef _CARS_CORE_H
 #define _CARS_CORE_H
@@ -333,6 +336,7 @@ struct cars_stats {
 	u64 skips[CARS_NR_SKIPS];
 	u64 throttle_events;	/* times a flow reached throttle_size */
 	u64 forced;		/* dispatched past a conflict after max_hold */
+	u64 unheld;		/* dispatched past a conflict: slots to spare */
 	u64 map_hits;		/* reads whose die came from the write record */
 	u64 map_misses;		/* reads that fell back to striping */
 	u64 map_evictions;	/* chunks of the write record given up */
@@ -500,6 +504,7 @@ static inline void cars_init(struct cars_sched *s, const struct cars_params *p,
 		s->st.skips[i] = 0;
 	s->st.throttle_events = 0;
 	s->st.forced = 0;
+	s->st.unheld = 0;
 	s->st.map_hits = 0;
 	s->st.map_misses = 0;
 	s->st.map_evictions = 0;
@@ -510,6 +515,7 @@ static inline void cars_init(struct cars_sched *s, const struct cars_params *p,
 struct cars_choice {
 	u32 idx;		/* index into heads[], CARS_NONE: dispatch nothing */
 	bool forced;		/* past a conflict, after max_hold_ns */
+	bool unheld;		/* past a conflict, with slots to spare */
 	bool cmt_miss;		/* to a region the mapping cache lacks */
 	u64 wake_at;		/* if nothing: when to look again, 0: never */
 	u32 skipped[CARS_NR_SKIPS];	/* heads passed over, per reason */
@@ -532,18 +538,19 @@ static inline u64 cars_min_nz(u64 a, u64 b)
  *		after the one served last comes first)
  * @n:		entries in @heads
  * @now:	the time, ns
+ * @room:	every request queued fits in the depth bound's free slots
  *
  * In round-robin order, the first head that is not throttled and whose
  * first die is idle and, with the mapping cache on, whose region is
  * cached; else the first such head whose region is not cached.  With the
  * filter off, the first head that is not throttled.  When every head is
- * passed over, the oldest one if it has waited max_hold_ns (forced), else
- * nothing, with the time at which a die frees or a head's hold ends.
- * The caller checks the depth bound before.
+ * passed over, the oldest one if @room (unheld) or if it has waited
+ * max_hold_ns (forced), else nothing, with the time at which a die frees
+ * or a head's hold ends.  The caller checks the depth bound before.
  */
 static inline struct cars_choice cars_pick(const struct cars_sched *s,
 					   const struct cars_head *heads,
-					   u32 n, u64 now)
+					   u32 n, u64 now, bool room)
 {
 	struct cars_choice c = { .idx = CARS_NONE, .first_skip = CARS_NONE };
 	u32 i, uncached = CARS_NONE, oldest = CARS_NONE;
@@ -592,6 +599,12 @@ static inline struct cars_choice cars_pick(const struct cars_sched *s,
 	}
 	if (oldest == CARS_NONE)
 		return c;
+	if (room) {
+		c.idx = oldest;
+		c.unheld = true;
+		c.wake_at = 0;
+		return c;
+	}
 	if (now - heads[oldest].arrival >= s->p.max_hold_ns ||
 	    heads[oldest].arrival > now) {
 		c.idx = oldest;
@@ -616,6 +629,8 @@ static inline void cars_count_pick(struct cars_sched *s,
 		s->st.skips[i] += c->skipped[i];
 	if (c->forced)
 		s->st.forced++;
+	if (c->unheld)
+		s->st.unheld++;
 	if (c->cmt_miss)
 		s->st.cmt_misses++;
 }

@@ -595,7 +595,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	struct cars_place pl;
 	struct cars_flow *f;
 	struct request *rq;
-	u32 n = 0;
+	u32 n = 0, spare;
 	u64 now;
 
 	lockdep_assert_held(&cd->lock);
@@ -615,6 +615,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 			cd->counts.held_depth++;
 		return NULL;
 	}
+	spare = cars_cur_depth(cd) - (cd->placed - released);
 	list_for_each_entry(f, &cd->rr, rr_node) {
 		unsigned int k = 0;
 		struct request *h;
@@ -634,7 +635,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 			break;
 	}
 	now = ktime_get_ns();
-	c = cars_pick(&cd->s, cd->heads, n, now);
+	c = cars_pick(&cd->s, cd->heads, n, now, cd->queued <= spare);
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
 	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {
@@ -1152,9 +1153,10 @@ static int cars_dbg_counters_show(void *data, struct seq_file *m)
 		   c.dispatched, completed, (u64)atomic64_read(&pd->requeued),
 		   c.merged, c.bypassed, c.held_depth, c.held_conflict,
 		   c.batch_ended);
-	seq_printf(m, "skip_die_busy %llu\nskip_cmt_miss %llu\nskip_throttle %llu\nthrottle_events %llu\nforced %llu\n",
+	seq_printf(m, "skip_die_busy %llu\nskip_cmt_miss %llu\nskip_throttle %llu\nthrottle_events %llu\nforced %llu\nunheld %llu\n",
 		   st.skips[CARS_SKIP_DIE_BUSY], st.skips[CARS_SKIP_CMT_MISS],
-		   st.skips[CARS_SKIP_THROTTLE], st.throttle_events, st.forced);
+		   st.skips[CARS_SKIP_THROTTLE], st.throttle_events, st.forced,
+		   st.unheld);
 	seq_printf(m, "map_hits %llu\nmap_misses %llu\nmap_evictions %llu\ncmt_misses %llu\nwrite_pointer %u\n",
 		   st.map_hits, st.map_misses, st.map_evictions, st.cmt_misses,
 		   wp);

@@ -257,7 +257,7 @@ TEST(pick_skips_busy_dies_in_round_robin_order)
 	h[0] = head(1, 5, CARS_OP_READ, now);		/* die 1: busy */
 	h[1] = head(2, 6, CARS_OP_READ, now - 5);	/* die 2: idle */
 	h[2] = head(3, 7, CARS_OP_READ, now - 9);	/* die 3: idle */
-	c = cars_pick(&f.s, h, 3, now + 1);
+	c = cars_pick(&f.s, h, 3, now + 1, false);
 	CHECK_EQ(c.idx, 1);
 	CHECK(!c.forced);
 	CHECK_EQ(c.skipped[CARS_SKIP_DIE_BUSY], 1);
@@ -265,13 +265,13 @@ TEST(pick_skips_busy_dies_in_round_robin_order)
 	CHECK_EQ(c.first_die, 1);
 	/* with the filter off: plain round-robin takes the first */
 	f.s.p.filter = false;
-	c = cars_pick(&f.s, h, 3, now + 1);
+	c = cars_pick(&f.s, h, 3, now + 1, false);
 	CHECK_EQ(c.idx, 0);
 	CHECK_EQ(c.skipped[CARS_SKIP_DIE_BUSY], 0);
 	f.s.p.filter = true;
 	/* a write head is predicted at the write pointer: die 2 now */
 	h[0] = head(1, 0, CARS_OP_WRITE, now);
-	c = cars_pick(&f.s, h, 1, now + 1);
+	c = cars_pick(&f.s, h, 1, now + 1, false);
 	CHECK_EQ(c.idx, 0);
 	done(&f);
 }
@@ -292,13 +292,13 @@ TEST(pick_looks_past_a_flows_oldest)
 	h[0] = head(1, 5, CARS_OP_READ, now - 9);	/* die 1: busy */
 	h[1] = head(1, 6, CARS_OP_READ, now - 5);	/* die 2: idle */
 	h[2] = head(2, 7, CARS_OP_READ, now - 7);	/* die 3: idle */
-	c = cars_pick(&f.s, h, 3, now + 1);
+	c = cars_pick(&f.s, h, 3, now + 1, false);
 	CHECK_EQ(c.idx, 1);
 	CHECK_EQ(c.skipped[CARS_SKIP_DIE_BUSY], 1);
 	/* a throttled flow is passed over whole */
 	cars_dispatched(&f.s, 1, 12 * 8, 8, CARS_OP_READ, now);	/* die 0 */
 	cars_dispatched(&f.s, 1, 16 * 8, 8, CARS_OP_READ, now);
-	c = cars_pick(&f.s, h, 3, now + 1);
+	c = cars_pick(&f.s, h, 3, now + 1, false);
 	CHECK_EQ(c.idx, 2);
 	CHECK_EQ(c.skipped[CARS_SKIP_THROTTLE], 2);
 	/* when all conflict, the one forced is the oldest: a flow's first */
@@ -306,7 +306,7 @@ TEST(pick_looks_past_a_flows_oldest)
 	h[1].sector = 5 * 8;
 	h[2].sector = 9 * 8;				/* die 1 */
 	f.s.consec = 0;
-	c = cars_pick(&f.s, h, 3, now + 1);
+	c = cars_pick(&f.s, h, 3, now + 1, false);
 	CHECK_EQ(c.idx, 0);
 	CHECK(c.forced);
 	done(&f);
@@ -324,23 +324,67 @@ TEST(pick_forces_the_oldest_after_max_hold)
 	cars_dispatched(&f.s, 9, 0, 8 * 2, CARS_OP_WRITE, now);	/* both dies */
 	h[0] = head(1, 0, CARS_OP_READ, now - 100);
 	h[1] = head(2, 1, CARS_OP_READ, now - 300);
-	c = cars_pick(&f.s, h, 2, now);
+	c = cars_pick(&f.s, h, 2, now, false);
 	CHECK_EQ(c.idx, CARS_NONE);
 	CHECK_EQ(c.skipped[CARS_SKIP_DIE_BUSY], 2);
 	/* look again when a die frees or the oldest's hold ends */
 	CHECK_EQ(c.wake_at, now + p.write_ns);
 	f.s.p.max_hold_ns = 400;
-	c = cars_pick(&f.s, h, 2, now);
+	c = cars_pick(&f.s, h, 2, now, false);
 	CHECK_EQ(c.idx, CARS_NONE);
 	CHECK_EQ(c.wake_at, now + 100);
-	c = cars_pick(&f.s, h, 2, now + 100);
+	c = cars_pick(&f.s, h, 2, now + 100, false);
 	CHECK_EQ(c.idx, 1);
 	CHECK(c.forced);
 	cars_count_pick(&f.s, &c);
 	CHECK_EQ(f.s.st.forced, 1);
 	CHECK_EQ(f.s.st.skips[CARS_SKIP_DIE_BUSY], 2);
 	/* nothing queued: nothing to do, no timer */
-	c = cars_pick(&f.s, h, 0, now);
+	c = cars_pick(&f.s, h, 0, now, false);
+	CHECK_EQ(c.idx, CARS_NONE);
+	CHECK_EQ(c.wake_at, 0);
+	done(&f);
+}
+
+/*
+ * With every queued request fitting in the free slots, a pick that passes
+ * over every head takes the oldest at once (unheld, not forced, no timer);
+ * a head on an idle die still goes first.
+ */
+TEST(pick_holds_nothing_with_slots_to_spare)
+{
+	struct fixture f;
+	struct cars_params p = params(4);
+	struct cars_head h[3];
+	struct cars_choice c;
+	u64 now = 5000000;
+
+	memset(&f, 0xff, sizeof(f));
+	setup(&f, &p, 4, 0);
+	CHECK_EQ(f.s.st.unheld, 0);
+	cars_dispatched(&f.s, 9, 0, 8 * 2, CARS_OP_WRITE, now);	/* dies 0, 1 */
+	h[0] = head(1, 0, CARS_OP_READ, now - 100);
+	h[1] = head(2, 1, CARS_OP_READ, now - 300);
+	c = cars_pick(&f.s, h, 2, now, true);
+	CHECK_EQ(c.idx, 1);
+	CHECK(c.unheld);
+	CHECK(!c.forced);
+	CHECK_EQ(c.wake_at, 0);
+	CHECK_EQ(c.skipped[CARS_SKIP_DIE_BUSY], 2);
+	cars_count_pick(&f.s, &c);
+	CHECK_EQ(f.s.st.unheld, 1);
+	CHECK_EQ(f.s.st.forced, 0);
+	/* without room the same heads are held */
+	c = cars_pick(&f.s, h, 2, now, false);
+	CHECK_EQ(c.idx, CARS_NONE);
+	CHECK(!c.unheld);
+	/* a head on an idle die goes first, room or not */
+	h[2] = head(3, 2, CARS_OP_READ, now - 50);
+	c = cars_pick(&f.s, h, 3, now, true);
+	CHECK_EQ(c.idx, 2);
+	CHECK(!c.unheld);
+	/* nothing queued: nothing to do */
+	c = cars_pick(&f.s, h, 0, now, true);
 	CHECK_EQ(c.idx, CARS_NONE);
 	CHECK_EQ(c.wake_at, 0);
 	done(&f);
@@ -364,23 +408,23 @@ TEST(throttle_skips_a_flow_until_another_is_served)
 	/* flow 1 is throttled while flow 2 has a request, even a later one */
 	h[0] = head(1, 16, CARS_OP_READ, now);		/* die 0 */
 	h[1] = head(2, 17, CARS_OP_READ, now + 50);	/* die 1 */
-	c = cars_pick(&f.s, h, 2, now + 60);
+	c = cars_pick(&f.s, h, 2, now + 60, false);
 	CHECK_EQ(c.idx, 1);
 	CHECK_EQ(c.skipped[CARS_SKIP_THROTTLE], 1);
 	/* alone, it is not */
-	c = cars_pick(&f.s, h, 1, now + 60);
+	c = cars_pick(&f.s, h, 1, now + 60, false);
 	CHECK_EQ(c.idx, 0);
 	/* once flow 2 is served, flow 1 runs again */
 	cars_dispatched(&f.s, 2, 17 * 8, 8, CARS_OP_READ, now + 60);
 	CHECK_EQ(f.s.last_flow, 2);
 	CHECK_EQ(f.s.consec, 1);
-	c = cars_pick(&f.s, h, 2, now + 61);
+	c = cars_pick(&f.s, h, 2, now + 61, false);
 	CHECK_EQ(c.idx, 0);
 	/* throttle_size 0: never */
 	f.s.p.throttle_size = 0;
 	for (i = 0; i < 10; i++)
 		cars_dispatched(&f.s, 1, 30 * 8, 8, CARS_OP_READ, now);	/* die 6 */
-	c = cars_pick(&f.s, h, 2, now + 62);
+	c = cars_pick(&f.s, h, 2, now + 62, false);
 	CHECK_EQ(c.skipped[CARS_SKIP_THROTTLE], 0);
 	done(&f);
 }
@@ -397,17 +441,17 @@ TEST(mapping_cache_deprioritises_uncached_regions)
 	cars_dispatched(&f.s, 3, 0, 8, CARS_OP_READ, 0);	/* region 0 */
 	h[0] = head(1, 40, CARS_OP_READ, 10);	/* region 2: uncached */
 	h[1] = head(2, 3, CARS_OP_READ, 20);	/* region 0: cached */
-	c = cars_pick(&f.s, h, 2, 1000000);
+	c = cars_pick(&f.s, h, 2, 1000000, false);
 	CHECK_EQ(c.idx, 1);
 	CHECK_EQ(c.skipped[CARS_SKIP_CMT_MISS], 1);
 	/* with only uncached idle heads, the first of them goes */
-	c = cars_pick(&f.s, h, 1, 1000000);
+	c = cars_pick(&f.s, h, 1, 1000000, false);
 	CHECK_EQ(c.idx, 0);
 	CHECK(c.cmt_miss && !c.forced);
 	/* two more regions evict region 0 (2 slots) */
 	cars_dispatched(&f.s, 1, 40 * 8, 8, CARS_OP_READ, 0);
 	cars_dispatched(&f.s, 1, 70 * 8, 8, CARS_OP_READ, 0);
-	c = cars_pick(&f.s, h, 2, 1000000);
+	c = cars_pick(&f.s, h, 2, 1000000, false);
 	CHECK_EQ(c.idx, 0);	/* region 2 cached now, region 0 not */
 	done(&f);
 }
@@ -525,7 +569,7 @@ static struct model md_run(bool filter)
 				h[n] = head(rq->flow, rq->page, rq->op, rq->arrival);
 				map[n++] = fl;
 			}
-			c = cars_pick(&f.s, h, n, now);
+			c = cars_pick(&f.s, h, n, now, false);
 			if (c.idx == CARS_NONE)
 				break;
 			cars_count_pick(&f.s, &c);
@@ -638,8 +682,8 @@ TEST(completions_counted_per_die_match_one_by_one)
 					 cars_die_state(&b.die[d], now));
 			}
 			pending = false;
-			ca = cars_pick(&a.s, &h, 1, now);
-			cb = cars_pick(&b.s, &h, 1, now);
+			ca = cars_pick(&a.s, &h, 1, now, false);
+			cb = cars_pick(&b.s, &h, 1, now, false);
 			CHECK_EQ(ca.idx, cb.idx);
 			CHECK_EQ(ca.wake_at, cb.wake_at);
 			pa = cars_dispatched(&a.s, h.flow, h.sector,
@@ -675,6 +719,7 @@ UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(pick_skips_busy_dies_in_round_robin_order),
 	  UNIT(pick_looks_past_a_flows_oldest),
 	  UNIT(pick_forces_the_oldest_after_max_hold),
+	  UNIT(pick_holds_nothing_with_slots_to_spare),
 	  UNIT(throttle_skips_a_flow_until_another_is_served),
 	  UNIT(mapping_cache_deprioritises_uncached_regions),
 	  UNIT(model_prediction_is_exact_and_the_filter_avoids_programs))
