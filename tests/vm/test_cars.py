@@ -33,17 +33,26 @@ MIXED = (f"--filename=/dev/{DEV} --direct=1 --bs=4k --ioengine=libaio --time_bas
          "--name=a --rw=randrw --rwmixread=50 --iodepth=2 --numjobs=8 --group_reporting")
 
 
-@pytest.fixture
-def cars(guest: Guest) -> Iterator[Guest]:
-    if guest.run("grep -q '^ssdsim ' /proc/modules").rc == 0:
-        guest.sh("rmmod ssdsim")
-    guest.sh(f"modprobe ssdsim time_scale={TIME_SCALE} write_buffer_kb=0 "
-             f"&& test -b /dev/{DEV}")
+def _cars(guest: Guest) -> Iterator[Guest]:
+    """ssdsim write-through at TIME_SCALE and cars-iosched loaded in
+    @guest; ssdsim removed afterwards."""
+    load_ssdsim(guest, time_scale=TIME_SCALE, write_buffer_kb=0)
     guest.load("cars-iosched")
     yield guest
     if not guest.dead:
         guest.select(DEV, "none")
         guest.sh("rmmod ssdsim")
+
+
+@pytest.fixture
+def cars(guest: Guest) -> Iterator[Guest]:
+    yield from _cars(guest)
+
+
+@pytest.fixture
+def icount_cars(icount_guest: Guest) -> Iterator[Guest]:
+    """cars's fixture in the VM whose clock counts instructions."""
+    yield from _cars(icount_guest)
 
 
 def _calibrate(g: Guest) -> None:
@@ -79,25 +88,6 @@ def _run_mixed(g: Guest, filt: int, seconds: int) -> tuple[float, int, int, dict
     assert g.stat(DEV, "queued") == "0"
     g.select(DEV, "none")
     return delayed / max(reads, 1), reads, iops, counters
-
-
-@pytest.mark.timing
-@pytest.mark.first_kernel  # cars-core.h's filter; the dispatch side: the others, each kernel
-def test_filter_keeps_reads_off_programming_dies(cars: Guest) -> None:
-    """The same mixed random read/write load (2 flows, 50% reads, iodepth 8
-    each) under cars with filter=0 (round-robin, same depth and throttle)
-    and filter=1: at least 30% fewer reads wait behind a program on their
-    die (ssdsim's reads_delayed) with the filter."""
-    g = cars
-    off = _run_mixed(g, 0, 10)
-    on = _run_mixed(g, 1, 10)
-    for name, (share, reads, iops, c) in (("filter=0", off), ("filter=1", on)):
-        print(f"{name}: {share:.1%} of {reads} reads delayed, {iops} IOPS, "
-              f"skips {c['skip_die_busy']}, forced {c['forced']}, "
-              f"map hits {c['map_hits']} misses {c['map_misses']}")
-    assert off[3]["skip_die_busy"] == 0 and on[3]["skip_die_busy"] > 0
-    assert off[1] > 100 and on[1] > 100
-    assert on[0] <= 0.7 * off[0], f"delayed share {on[0]:.1%} vs {off[0]:.1%}"
 
 
 def test_sysfs_geometry_and_depth(cars: Guest) -> None:
@@ -268,6 +258,31 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
 # the probe's geometry: 8 dies (4 channels x 2), 16 KiB pages, write-through,
 # ssdsim's default times at TIME_SCALE
 PROBE_SSDSIM = {"time_scale": TIME_SCALE, "page_size": 16384, "write_buffer_kb": 0}
+
+
+@pytest.mark.timing
+@pytest.mark.first_kernel  # cars-core.h's filter; the dispatch side: the others, each kernel
+def test_filter_keeps_reads_off_programming_dies(icount_cars: Guest) -> None:
+    """The same mixed random read/write load (8 flows, 50% reads, iodepth 2
+    each: 16 requests for a depth of 8) under cars with filter=0
+    (round-robin, same depth and throttle) and filter=1: at least 30% fewer
+    reads wait behind a program on their die (ssdsim's reads_delayed) with
+    the filter.  In a VM whose clock counts instructions (icount_guest):
+    cars holds a request back only while the requests queued outnumber the
+    free slots, so what it holds depends on the jobs keeping their depth,
+    and on plain TCG beside the other lane's VM the filter showed less
+    (6.1: 27.0 % of reads delayed against 35.8 % without it, one CI run;
+    20.3 against 52.2 on 6.12 on a quiet host)."""
+    g = icount_cars
+    off = _run_mixed(g, 0, 10)
+    on = _run_mixed(g, 1, 10)
+    for name, (share, reads, iops, c) in (("filter=0", off), ("filter=1", on)):
+        print(f"{name}: {share:.1%} of {reads} reads delayed, {iops} IOPS, "
+              f"skips {c['skip_die_busy']}, forced {c['forced']}, unheld {c['unheld']}, "
+              f"map hits {c['map_hits']} misses {c['map_misses']}")
+    assert off[3]["skip_die_busy"] == 0 and on[3]["skip_die_busy"] > 0
+    assert off[1] > 100 and on[1] > 100
+    assert on[0] <= 0.7 * off[0], f"delayed share {on[0]:.1%} vs {off[0]:.1%}"
 
 
 def test_probe_finds_the_geometry(icount_guest: Guest) -> None:
