@@ -595,8 +595,8 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	struct cars_place pl;
 	struct cars_flow *f;
 	struct request *rq;
-	u32 n = 0, spare;
-	u64 now;
+	u32 n = 0, depth;
+	u64 now, inflight;
 
 	lockdep_assert_held(&cd->lock);
 
@@ -609,13 +609,14 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	}
 	if (list_empty(&cd->rr))
 		return NULL;
-	if (cd->placed - released >= cars_cur_depth(cd)) {
+	depth = cars_cur_depth(cd);
+	inflight = cd->placed - released;
+	if (inflight >= depth) {
 		*again = cars_hold(cd, released);
 		if (!*again)
 			cd->counts.held_depth++;
 		return NULL;
 	}
-	spare = cars_cur_depth(cd) - (cd->placed - released);
 	list_for_each_entry(f, &cd->rr, rr_node) {
 		unsigned int k = 0;
 		struct request *h;
@@ -635,7 +636,8 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 			break;
 	}
 	now = ktime_get_ns();
-	c = cars_pick(&cd->s, cd->heads, n, now, cd->queued <= spare);
+	/* room: every queued request fits in the free slots */
+	c = cars_pick(&cd->s, cd->heads, n, now, cd->queued <= depth - inflight);
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
 	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {

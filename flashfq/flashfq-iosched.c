@@ -666,7 +666,6 @@ static bool ffq_discard_mergable(struct request *rq)
 		queue_max_discard_segments(rq->q) > 1;
 }
 
-/* Device time of @rq: reads and writes by size, anything else as 4 KiB. */
 /* @rq's direction: READ, WRITE, or FFQ_DIR_OTHER (discard, ...). */
 static u8 ffq_rq_dir(struct request *rq)
 {
@@ -680,6 +679,7 @@ static u8 ffq_rq_dir(struct request *rq)
 	}
 }
 
+/* Device time of @rq: reads and writes by size, anything else as 4 KiB. */
 static u64 ffq_rq_cost(struct ffq_data *fd, struct request *rq)
 {
 	struct ffq_cost_model m = {
