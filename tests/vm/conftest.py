@@ -327,9 +327,10 @@ def load_ssdsim(guest: Guest, **params: object) -> None:
 
 
 @contextmanager
-def ssdsim(guest: Guest, time_scale: int) -> Iterator[str]:
-    """ssdsim0 at @time_scale, removed afterwards."""
-    load_ssdsim(guest, time_scale=time_scale)
+def ssdsim(guest: Guest, time_scale: int, **params: object) -> Iterator[str]:
+    """ssdsim0 at @time_scale with more module parameters @params, removed
+    afterwards."""
+    load_ssdsim(guest, time_scale=time_scale, **params)
     try:
         yield "ssdsim0"
     finally:
@@ -554,9 +555,7 @@ def icount_guest(request: pytest.FixtureRequest, icount_vms: dict[str, Guest]
     if g is None or g.dead:
         if g is not None:
             icount_vms.pop("guest").vm.cleanup()
-        kernel = _kernel(request.config)
-        g = icount_vms["guest"] = boot_guest(VMConfig(
-            kernel=kernel, modules_dir=ROOT / ".build" / kernel, icount=ICOUNT_SHIFT))
+        g = icount_vms["guest"] = _boot_own(request.config, icount=ICOUNT_SHIFT)
         _settle(g)
     try:
         yield g
@@ -567,13 +566,19 @@ def icount_guest(request: pytest.FixtureRequest, icount_vms: dict[str, Guest]
             icount_vms.pop("guest").vm.cleanup()
 
 
+def _boot_own(config: pytest.Config, **cfg: Any) -> Guest:
+    """A VM beside the session's, booted with the project's modules and
+    @cfg (more of VMConfig's fields); the caller stops it."""
+    kernel = _kernel(config)
+    return boot_guest(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel, **cfg))
+
+
 @contextmanager
 def own_guest(config: pytest.Config, **cfg: Any) -> Iterator[Guest]:
     """A VM of the test's own, beside the session's, booted with the
     project's modules and @cfg (more of VMConfig's fields), and stopped
     afterwards."""
-    kernel = _kernel(config)
-    g = boot_guest(VMConfig(kernel=kernel, modules_dir=ROOT / ".build" / kernel, **cfg))
+    g = _boot_own(config, **cfg)
     try:
         yield g
     finally:

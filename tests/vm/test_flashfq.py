@@ -4,8 +4,8 @@ and the scheduler's own accounting.
 Fairness is measured on a device that serves one request after another,
 so a request's latency is its wait for the device: ssdsim with one die in
 a VM whose clock counts instructions, the throttled NVMe device (QEMU
-serves its requests at a fixed rate), or a slower serial device (null_blk, one request at a time,
-20 ms each: serial_disk) where a thread that has to issue its next read in
+serves its requests at a fixed rate), or a slower serial device
+(null_blk, one request at a time, 20 ms each: serial_disk) where a thread that has to issue its next read in
 time must keep up whatever the host's load.  FlashFQ's depth is set to 1
 there, as the paper sets D to the device's parallelism.  Ratios come from
 one VM run."""
@@ -90,7 +90,7 @@ def _light_slowdown(g: Guest, dev: str, sched: str) -> float:
 
 
 #: ssdsim with one die: a device that serves one request after another
-#: (a 4 KiB read 1.2 ms at its default time_scale), on the guest's clock
+#: (a 4 KiB read 1.2 ms at time_scale 20), on the guest's clock
 ONE_DIE = {"channels": 1, "dies_per_channel": 1}
 
 
@@ -106,17 +106,11 @@ def test_light_reader_slowdown(icount_guest: Guest) -> None:
     and put its slowdown at 3.68 in one CI run (2.07 on its rerun)."""
     g = icount_guest
     g.load("flashfq-iosched")
-    load_ssdsim(g, **ONE_DIE)
-    dev = "ssdsim0"
-    try:
+    with ssdsim(g, 20, **ONE_DIE) as dev:
         ours = _light_slowdown(g, dev, SCHED)
         counters = g.stats(dev)
         print(f"flashfq counters: {counters}")
         base = _light_slowdown(g, dev, "none")
-    finally:
-        if not g.dead:
-            g.select(dev, "none")
-            g.sh("rmmod ssdsim")
     print(f"slowdown none/flashfq = {base / ours:.1f}")
     assert ours <= 3.0
     assert base >= 4 * ours
