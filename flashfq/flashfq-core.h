@@ -150,16 +150,26 @@ static inline u32 ffq_charge(u64 cost, unsigned int weight)
  *    behind another request, which fair queueing must not charge the
  *    reader for (charging it would let the throttle give a writer the
  *    reader's share).
- *  - A write may go into a write buffer and cost its share of the drain:
- *    with B bytes of writes in the device at its dispatch (its own b
- *    included) a write waits for about B bytes to drain (Little's law, by
- *    bytes, since a buffer drains pages), so its cost is its device time
- *    x b / B, averaged (1/2^FFQ_LEARN_EWMA_SHIFT a sample) weighted by
- *    device time: a write that found room in the buffer shows none of the
- *    drain it costs later.  On a device without a buffer, with fewer
- *    writes in it than dies, that is too small: a write is a program,
- *    whose time is the floor of the writes dispatched alone in their
- *    direction; the larger of the two is taken.
+ *  - A write may go into a write buffer and cost its share of the drain,
+ *    which its own time shows only when it waited for room.  With B bytes
+ *    of writes in the device at its dispatch (its own b included) a write
+ *    that waited waits for about B bytes to drain, so by Little's law its
+ *    cost is b x (mean device time) / (mean B), the means taken over such
+ *    writes (moving, 1/2^FFQ_LEARN_EWMA_SHIFT a sample).  A ratio of means,
+ *    not a mean of ratios: a write dispatched before others but reaching
+ *    the device after them (another CPU's hardware queue got there first)
+ *    counts B too small for its time, which one ratio would charge in full
+ *    and the sums balance with the others'.  A write that did not wait
+ *    says nothing of the drain: one whose device time is under
+ *    1/FFQ_LEARN_WAITED of the cost learnt (it found room in the buffer,
+ *    or the buffer nearly empty) teaches the floor only, so a writer the
+ *    throttle keeps below the drain rate leaves its cost as learnt (taken
+ *    from it, it would fall to the transfer time, and the writer would
+ *    get the reader's share until the buffer filled again).  On a device
+ *    without a buffer, with fewer writes in it than dies, that mean is too
+ *    small or missing: a write is a program, whose time is the floor of
+ *    the writes dispatched alone in their direction; the larger of the
+ *    two is taken.
  * A floor drops to a smaller sample at once and otherwise rises towards
  * the sample by 1/2^FFQ_LEARN_LEAK_SHIFT, so a device that slows down is
  * followed within a few thousand requests.  A sample teaches the point of
@@ -174,6 +184,7 @@ static inline u32 ffq_charge(u64 cost, unsigned int weight)
 #define FFQ_LEARN_MIN			8U
 #define FFQ_LEARN_LEAK_SHIFT		10
 #define FFQ_LEARN_EWMA_SHIFT		4
+#define FFQ_LEARN_WAITED		4U
 
 /* The cost model's points, in the order of struct ffq_cost_model. */
 enum ffq_point {
@@ -228,19 +239,36 @@ static inline bool ffq_point_write(unsigned int pt)
 struct ffq_learnt {
 	u64 floor;	/* smallest device time (writes: alone); 0: none */
 	/*
-	 * Moving sums of device time x bytes / bytes in the device, times
-	 * device time (ns x us), and of device time (us): their quotient is
-	 * that quantity's average weighted by device time (ffq_learnt_avg()).
+	 * Writes that waited for the drain: moving means of device time, ns,
+	 * and of bytes in the device at dispatch / own bytes, in units of
+	 * 2^-FFQ_LEARN_Q_SHIFT (ffq_learnt_avg()); 0: none yet.
 	 */
-	u64 wsum;
 	u64 tsum;
+	u64 qsum;
+	u32 waited;	/* samples in those means, up to 2^FFQ_LEARN_EWMA_SHIFT */
 	u32 samples;	/* saturating */
 };
+
+#define FFQ_LEARN_Q_SHIFT		10
 
 /* One step of a moving average over about 2^FFQ_LEARN_EWMA_SHIFT: 1/@n. */
 static inline u64 ffq_learn_step(u64 avg, u64 x, u32 n)
 {
 	return x >= avg ? avg + (x - avg) / n : avg - (avg - x) / n;
+}
+
+/* The drain of a write at the point's size, ns (Little's law); 0 if none. */
+static inline u64 ffq_learnt_avg(const struct ffq_learnt *p)
+{
+	return p->qsum ? (p->tsum << FFQ_LEARN_Q_SHIFT) / p->qsum : 0;
+}
+
+/* A learnt point's cost, ns, not clamped. */
+static inline u64 ffq_learnt_ns(const struct ffq_learnt *p, bool write)
+{
+	u64 avg = write ? ffq_learnt_avg(p) : 0;
+
+	return avg > p->floor ? avg : p->floor;
 }
 
 struct ffq_learn {
@@ -269,8 +297,7 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 	struct ffq_learnt *p = &l->pt[pt];
 	u64 at = ffq_cost(&ffq_default_costs, write, bytes);
 	u64 to = ffq_point_val(&ffq_default_costs, pt);
-	u64 ns, per, us;
-	u32 n;
+	u64 ns, q;
 
 	if (device_ns > FFQ_MAX_COST_NS * 16ULL)
 		device_ns = FFQ_MAX_COST_NS * 16ULL;
@@ -279,9 +306,6 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 		ns = FFQ_MAX_COST_NS * 16ULL;
 	if (!ns)
 		ns = 1;
-	per = dir_bytes > bytes ? ns * bytes / dir_bytes : ns;
-	if (!per)
-		per = 1;
 	if (!write || dir_bytes <= bytes) {
 		if (!p->floor || ns < p->floor)
 			p->floor = ns;
@@ -290,32 +314,17 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 		else
 			p->floor = ns;
 	}
-	/*
-	 * Weighted by device time: a write that found room in a buffer shows
-	 * none of the drain it will cost, one that waited shows it.  The mean
-	 * of the first 2^FFQ_LEARN_EWMA_SHIFT, then a moving one.
-	 */
-	us = ns / 1000 + 1;
-	n = p->samples < (1U << FFQ_LEARN_EWMA_SHIFT) ? p->samples + 1 :
-		1U << FFQ_LEARN_EWMA_SHIFT;
-	p->wsum = ffq_learn_step(p->wsum, per * us, n);
-	p->tsum = ffq_learn_step(p->tsum, us, n);
+	/* a write that waited: the means of the first few, then moving */
+	if (write && ns >= ffq_learnt_ns(p, true) / FFQ_LEARN_WAITED) {
+		q = dir_bytes > bytes ? (dir_bytes << FFQ_LEARN_Q_SHIFT) / bytes :
+			1ULL << FFQ_LEARN_Q_SHIFT;
+		if (p->waited < (1U << FFQ_LEARN_EWMA_SHIFT))
+			p->waited++;
+		p->tsum = ffq_learn_step(p->tsum, ns, p->waited);
+		p->qsum = ffq_learn_step(p->qsum, q, p->waited);
+	}
 	if (p->samples < U32_MAX)
 		p->samples++;
-}
-
-/* The weighted average of a point's samples, ns; 0 before any. */
-static inline u64 ffq_learnt_avg(const struct ffq_learnt *p)
-{
-	return p->tsum ? p->wsum / p->tsum : 0;
-}
-
-/* A learnt point's cost, ns, not clamped. */
-static inline u64 ffq_learnt_ns(const struct ffq_learnt *p, bool write)
-{
-	u64 avg = write ? ffq_learnt_avg(p) : 0;
-
-	return avg > p->floor ? avg : p->floor;
 }
 
 static inline u32 ffq_clamp_cost(u64 ns)

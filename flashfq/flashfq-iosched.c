@@ -1950,8 +1950,10 @@ static int ffq_dbg_vtime_show(void *data, struct seq_file *m)
 
 /*
  * costs: a line per cost point: the cost in force and its source, the
- * value set in sysfs (0: none), and what is learnt (floor, average of
- * device time / writes in the device, samples), ns.
+ * value set in sysfs (0: none), and what is learnt (floor; for a write
+ * point the drain, by Little's law over the writes that waited, and the
+ * number of those in its means, up to 2^FFQ_LEARN_EWMA_SHIFT; samples),
+ * ns.
  */
 static int ffq_dbg_costs_show(void *data, struct seq_file *m)
 {
@@ -1973,10 +1975,11 @@ static int ffq_dbg_costs_show(void *data, struct seq_file *m)
 	memcpy(src, fd->cost_src, sizeof(src));
 	spin_unlock(&fd->lock);
 	for (pt = 0; pt < FFQ_NR_POINTS; pt++)
-		seq_printf(m, "%s cost %u source %s set %u floor %llu avg %llu samples %u\n",
+		seq_printf(m, "%s cost %u source %s set %u floor %llu avg %llu waited %u samples %u\n",
 			   names[pt], ffq_point_val(&cost, pt),
 			   ffq_src_names[src[pt]], ffq_point_val(&set, pt),
-			   l[pt].floor, ffq_learnt_avg(&l[pt]), l[pt].samples);
+			   l[pt].floor, ffq_learnt_avg(&l[pt]), l[pt].waited,
+			   l[pt].samples);
 	return 0;
 }
 

@@ -529,6 +529,55 @@ TEST(learn_write_is_its_drain_or_its_floor)
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), 510000);
 }
 
+/*
+ * A writer the throttle keeps below the drain rate finds room in the
+ * buffer for every write (0.4-1.1 ms, its transfer), which says nothing of
+ * the drain: the cost learnt when writes waited stays.
+ */
+TEST(learn_write_keeps_its_drain_while_writes_find_room)
+{
+	struct ffq_learn l = { 0 };
+	unsigned int i;
+
+	ffq_learn_sample(&l, true, 131072, 400000, 131072);
+	for (i = 0; i < 16; i++)
+		ffq_learn_sample(&l, true, 131072, 8 * 40800000ULL, 8 * 131072);
+	for (i = 0; i < 500; i++)
+		ffq_learn_sample(&l, true, 131072, 400000 + i % 8 * 100000, 131072);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40800000U / 100 * 99);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) <= 40800000U / 100 * 101);
+	/* nor does a write that found the buffer nearly empty */
+	for (i = 0; i < 500; i++)
+		ffq_learn_sample(&l, true, 131072, 2 * 4000000ULL, 2 * 131072);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40800000U / 100 * 99);
+	/* a device that drains faster shows it in writes that wait */
+	for (i = 0; i < 100; i++)
+		ffq_learn_sample(&l, true, 131072, 16 * 20400000ULL, 16 * 131072);
+	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) <= 20400000U / 100 * 101);
+}
+
+/*
+ * Writes dispatched four at a time behind one in the device, the first of
+ * each four reaching it last (another CPU's hardware queue got there
+ * first): it waits five drains with two writes counted in the device, the
+ * others one drain fewer each than they count.  The drain learnt is
+ * still one write's (a mean of ratios, weighted by time: 54 % more).
+ */
+TEST(learn_write_does_not_depend_on_the_devices_order)
+{
+	static const unsigned int ahead[4] = { 5, 2, 3, 4 };
+	struct ffq_learn l = { 0 };
+	unsigned int i, k;
+	u32 cost;
+
+	for (i = 0; i < 64; i++)
+		for (k = 0; k < 4; k++)
+			ffq_learn_sample(&l, true, 131072, ahead[k] * 40800000ULL,
+					 (k + 2) * 131072ULL);
+	cost = in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT);
+	CHECK(cost >= 40800000U / 100 * 95 && cost <= 40800000U / 100 * 105);
+}
+
 /* Samples of other sizes are scaled to their point along the default line. */
 TEST(learn_scales_other_sizes_to_the_point)
 {
@@ -2712,6 +2761,8 @@ UNIT_MAIN(
 	UNIT(learn_points_by_size),
 	UNIT(learn_read_is_the_floor),
 	UNIT(learn_write_is_its_drain_or_its_floor),
+	UNIT(learn_write_keeps_its_drain_while_writes_find_room),
+	UNIT(learn_write_does_not_depend_on_the_devices_order),
 	UNIT(learn_scales_other_sizes_to_the_point),
 	UNIT(learn_set_points_take_precedence),
 	UNIT(learn_clamps_and_survives_extremes),
