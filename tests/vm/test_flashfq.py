@@ -174,15 +174,20 @@ def test_uncalibrated_core_case(icount_guest: Guest) -> None:
         g.select(dev, SCHED)
         events = _learning_phase(g, dev)
         learnt = {f: int(g.attr(dev, f)) for f in COST_FILES}
+        before = g.stats(dev)
         res = g.fio(_core(dev, 8, CORE_READER, CORE_WRITER), timeout=900)
         r, w = fio.job_stats(res, "reader"), fio.job_stats(res, "writer")
         source = g.attr(dev, "cost_source").split()
+        # what the scheduler did in the measured mix, for a run that fails
+        mix = {k: v - before.get(k, 0) for k, v in g.stats(dev).items() if v != before.get(k, 0)}
         print(f"{name}: reader {alone_r.lat_mean_us:.0f} us alone, {r.lat_mean_us:.0f} us "
-              f"beside the writer ({r.ios} reads): slowdown {r.lat_mean_us / alone_r.lat_mean_us:.2f}; "
+              f"beside the writer ({r.ios} reads, p99 {r.clat_pct_us.get(99.0, 0):.0f} us): "
+              f"slowdown {r.lat_mean_us / alone_r.lat_mean_us:.2f}; "
               f"writer {alone_w.lat_mean_us:.0f} us alone, {w.lat_mean_us:.0f} us "
               f"({w.ios} writes): slowdown {w.lat_mean_us / alone_w.lat_mean_us:.2f}; "
               f"learnt {learnt} ({' '.join(source)}), ssdsim's {truth}; "
-              f"{len(events)} flashfq_cost events\n{g.sh(f'cat {g.sched_dbg(dev)}/costs')}")
+              f"{len(events)} flashfq_cost events; counters in the mix {mix}\n"
+              f"{g.sh(f'cat {g.sched_dbg(dev)}/costs')}")
         g.select(dev, "none")
         if r.lat_mean_us > 2.5 * alone_r.lat_mean_us or w.lat_mean_us > 3 * alone_w.lat_mean_us:
             bad.append(f"{name}: slowdowns {r.lat_mean_us / alone_r.lat_mean_us:.2f}, "
