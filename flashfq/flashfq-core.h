@@ -316,7 +316,8 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 	}
 	/* a write that waited: the means of the first few, then moving */
 	if (write && ns >= ffq_learnt_ns(p, true) / FFQ_LEARN_WAITED) {
-		q = dir_bytes > bytes ? (dir_bytes << FFQ_LEARN_Q_SHIFT) / bytes :
+		q = bytes && dir_bytes > bytes ?
+			(dir_bytes << FFQ_LEARN_Q_SHIFT) / bytes :
 			1ULL << FFQ_LEARN_Q_SHIFT;
 		if (p->waited < (1U << FFQ_LEARN_EWMA_SHIFT))
 			p->waited++;

@@ -623,6 +623,9 @@ TEST(learn_clamps_and_survives_extremes)
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_SCALED),
 		 16ULL * FFQ_MAX_COST_NS * FFQ_DEFAULT_COST_WRITE_4K /
 		 FFQ_DEFAULT_COST_WRITE_128K);
+	/* a write of no bytes behind others: counted as alone, no division */
+	ffq_learn_sample(&l, true, 0, 1000000, 131072);
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].waited, 1);
 }
 
 TEST(learn_moves_by_a_sixteenth)
