@@ -159,17 +159,30 @@ static inline u32 ffq_charge(u64 cost, unsigned int weight)
  *    not a mean of ratios: a write dispatched before others but reaching
  *    the device after them (another CPU's hardware queue got there first)
  *    counts B too small for its time, which one ratio would charge in full
- *    and the sums balance with the others'.  A write that did not wait
- *    says nothing of the drain: one whose device time is under
- *    1/FFQ_LEARN_WAITED of the cost learnt (it found room in the buffer,
- *    or the buffer nearly empty) teaches the floor only, so a writer the
- *    throttle keeps below the drain rate leaves its cost as learnt (taken
- *    from it, it would fall to the transfer time, and the writer would
- *    get the reader's share until the buffer filled again).  On a device
- *    without a buffer, with fewer writes in it than dies, that mean is too
- *    small or missing: a write is a program, whose time is the floor of
- *    the writes dispatched alone in their direction; the larger of the
- *    two is taken.
+ *    and the sums balance with the others'.
+ *    A write waited if its device time is at least 1/FFQ_LEARN_WAITED
+ *    of the cost learnt and FFQ_LEARN_WAITED times the floor (a write
+ *    that found room in the buffer shows its transfer).  A drain may
+ *    free room for several writes at once (a program ends on every die
+ *    together): the first waits for it and the next ones find room.
+ *    So a sample of the means is a group: a write that waited, with
+ *    the writes dispatched within 1/FFQ_LEARN_WAITED of its time after
+ *    it completed that took under 1/FFQ_LEARN_WAITED of its time
+ *    (their sums); taken alone, the one that waited would be charged
+ *    its batch's drain.  A group is complete when the next write that
+ *    waited comes within its window, and its writes are then the batch
+ *    a drain frees; a group cut short by a write outside its window
+ *    (the writer stopped, the throttle holds it) with fewer writes
+ *    than the last complete group left part of its drain's room
+ *    unused, and is not taken.  A write outside any group that found
+ *    room says nothing of the drain and teaches the floor only, so a
+ *    writer the throttle keeps below the drain rate leaves its cost as
+ *    learnt (taken from it, it would fall to the transfer time, and
+ *    the writer would get the reader's share until the buffer filled
+ *    again).  On a device without a buffer, with fewer writes in it
+ *    than dies, that mean is too small or missing: a write is a
+ *    program, whose time is the floor of the writes dispatched alone
+ *    in their direction; the larger of the two is taken.
  * A floor drops to a smaller sample at once and otherwise rises towards
  * the sample by 1/2^FFQ_LEARN_LEAK_SHIFT, so a device that slows down is
  * followed within a few thousand requests.  A sample teaches the point of
@@ -239,14 +252,25 @@ static inline bool ffq_point_write(unsigned int pt)
 struct ffq_learnt {
 	u64 floor;	/* smallest device time (writes: alone); 0: none */
 	/*
-	 * Writes that waited for the drain: moving means of device time, ns,
-	 * and of bytes in the device at dispatch / own bytes, in units of
-	 * 2^-FFQ_LEARN_Q_SHIFT (ffq_learnt_avg()); 0: none yet.
+	 * Writes that waited for the drain, in groups ("Learnt costs"):
+	 * moving means of a group's device time, ns, and of its bytes in the
+	 * device at dispatch / own bytes, in units of 2^-FFQ_LEARN_Q_SHIFT
+	 * (ffq_learnt_avg()); 0: none yet.
 	 */
 	u64 tsum;
 	u64 qsum;
-	u32 waited;	/* samples in those means, up to 2^FFQ_LEARN_EWMA_SHIFT */
+	u32 waited;	/* groups in those means, up to 2^FFQ_LEARN_EWMA_SHIFT */
 	u32 samples;	/* saturating */
+	/*
+	 * The open group: its sums (0: none), writes, first write's device
+	 * time and the end of its window, ns; writes in the last complete one.
+	 */
+	u64 group_t;
+	u64 group_q;
+	u32 group_n;
+	u32 batch;
+	u64 group_wait_ns;
+	u64 group_end_ns;
 };
 
 #define FFQ_LEARN_Q_SHIFT		10
@@ -286,17 +310,43 @@ static inline unsigned int ffq_learn_point(bool write, u32 bytes)
 }
 
 /*
+ * Close @p's open group, if there is one: into the means if @complete (the
+ * next write that waited came within its window; its writes are then the
+ * batch) or if it has the last complete group's writes, else dropped.
+ */
+static inline void ffq_learn_close(struct ffq_learnt *p, bool complete)
+{
+	if (!p->group_q)
+		return;
+	if (complete)
+		p->batch = p->group_n;
+	if (p->group_n >= p->batch) {
+		if (p->waited < (1U << FFQ_LEARN_EWMA_SHIFT))
+			p->waited++;
+		p->tsum = ffq_learn_step(p->tsum, p->group_t, p->waited);
+		p->qsum = ffq_learn_step(p->qsum, p->group_q, p->waited);
+	}
+	p->group_t = 0;
+	p->group_q = 0;
+	p->group_n = 0;
+}
+
+/*
  * ffq_learn_sample() - teach @l one completion: a read (@write clear) or
- * write of @bytes that spent @device_ns in the device, dispatched with
- * @dir_bytes bytes of its direction in the device, its own included.
+ * write of @bytes, dispatched at @dispatch_ns with @dir_bytes bytes of its
+ * direction in the device, its own included, and completed at @done_ns
+ * (after @dispatch_ns; the clock of both is the caller's).
  */
 static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
-				    u32 bytes, u64 device_ns, u64 dir_bytes)
+				    u32 bytes, u64 dispatch_ns, u64 done_ns,
+				    u64 dir_bytes)
 {
 	unsigned int pt = ffq_learn_point(write, bytes);
 	struct ffq_learnt *p = &l->pt[pt];
 	u64 at = ffq_cost(&ffq_default_costs, write, bytes);
 	u64 to = ffq_point_val(&ffq_default_costs, pt);
+	u64 device_ns = done_ns - dispatch_ns;
+	bool in_window;
 	u64 ns, q;
 
 	if (device_ns > FFQ_MAX_COST_NS * 16ULL)
@@ -306,6 +356,8 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 		ns = FFQ_MAX_COST_NS * 16ULL;
 	if (!ns)
 		ns = 1;
+	if (p->samples < U32_MAX)
+		p->samples++;
 	if (!write || dir_bytes <= bytes) {
 		if (!p->floor || ns < p->floor)
 			p->floor = ns;
@@ -314,18 +366,29 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 		else
 			p->floor = ns;
 	}
-	/* a write that waited: the means of the first few, then moving */
-	if (write && ns >= ffq_learnt_ns(p, true) / FFQ_LEARN_WAITED) {
-		q = bytes && dir_bytes > bytes ?
-			(dir_bytes << FFQ_LEARN_Q_SHIFT) / bytes :
-			1ULL << FFQ_LEARN_Q_SHIFT;
-		if (p->waited < (1U << FFQ_LEARN_EWMA_SHIFT))
-			p->waited++;
-		p->tsum = ffq_learn_step(p->tsum, ns, p->waited);
-		p->qsum = ffq_learn_step(p->qsum, q, p->waited);
+	if (!write)
+		return;
+	q = bytes && dir_bytes > bytes ?
+		(dir_bytes << FFQ_LEARN_Q_SHIFT) / bytes :
+		1ULL << FFQ_LEARN_Q_SHIFT;
+	in_window = p->group_q && dispatch_ns <= p->group_end_ns;
+	if (in_window && device_ns < p->group_wait_ns / FFQ_LEARN_WAITED) {
+		/* found room the open group's drain freed */
+		p->group_t += ns;
+		p->group_q += q;
+		p->group_n++;
+	} else if (ns >= ffq_learnt_ns(p, true) / FFQ_LEARN_WAITED &&
+		   ns / FFQ_LEARN_WAITED >= p->floor) {
+		/* waited: a group of its own, open for its window */
+		ffq_learn_close(p, in_window);
+		p->group_t = ns;
+		p->group_q = q;
+		p->group_n = 1;
+		p->group_wait_ns = device_ns;
+		p->group_end_ns = done_ns + device_ns / FFQ_LEARN_WAITED;
+	} else {
+		ffq_learn_close(p, false);
 	}
-	if (p->samples < U32_MAX)
-		p->samples++;
 }
 
 static inline u32 ffq_clamp_cost(u64 ns)

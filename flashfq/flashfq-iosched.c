@@ -809,8 +809,8 @@ static void ffq_learn_done(struct ffq_data *fd, struct ffq_slot *slot)
 	if (slot->dir == FFQ_DIR_OTHER || slot->requeued ||
 	    slot->done_ns <= slot->dispatch_ns)
 		return;
-	ffq_learn_sample(&fd->learn, write, slot->bytes,
-			 slot->done_ns - slot->dispatch_ns, slot->dir_bytes);
+	ffq_learn_sample(&fd->learn, write, slot->bytes, slot->dispatch_ns,
+			 slot->done_ns, slot->dir_bytes);
 	ffq_update_costs(fd, write);
 	pt = ffq_learn_point(write, slot->bytes);
 	if (fd->learn.pt[pt].samples == FFQ_LEARN_MIN)
@@ -1952,8 +1952,8 @@ static int ffq_dbg_vtime_show(void *data, struct seq_file *m)
  * costs: a line per cost point: the cost in force and its source, the
  * value set in sysfs (0: none), and what is learnt (floor; for a write
  * point the drain, by Little's law over the writes that waited, and the
- * number of those in its means, up to 2^FFQ_LEARN_EWMA_SHIFT; samples),
- * ns.
+ * number of their groups in its means, up to 2^FFQ_LEARN_EWMA_SHIFT;
+ * samples), ns.
  */
 static int ffq_dbg_costs_show(void *data, struct seq_file *m)
 {

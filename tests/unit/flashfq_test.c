@@ -413,6 +413,23 @@ TEST(charge_scales_by_weight)
 
 static const struct ffq_cost_model no_set;
 
+/* The learner's clock: the last completion taught. */
+static u64 learn_clock;
+
+/*
+ * Teach @l a request of @device_ns dispatched a second after the last one
+ * completed: longer than any group's window, so each write that waited is
+ * a group of its own and no write that found room joins one.
+ */
+static void teach(struct ffq_learn *l, bool write, u32 bytes, u64 device_ns,
+		  u64 dir_bytes)
+{
+	u64 at = learn_clock + 1000000000ULL;
+
+	learn_clock = at + device_ns;
+	ffq_learn_sample(l, write, bytes, at, learn_clock, dir_bytes);
+}
+
 static u32 in_force(const struct ffq_learn *l, const struct ffq_cost_model *set,
 		    unsigned int pt, enum ffq_cost_src want)
 {
@@ -433,10 +450,10 @@ TEST(learn_starts_at_the_defaults)
 			 ffq_point_val(&ffq_default_costs, pt));
 	/* fewer than FFQ_LEARN_MIN samples: still the default */
 	for (pt = 0; pt < FFQ_LEARN_MIN - 1; pt++)
-		ffq_learn_sample(&l, false, 4096, 900000, 4096);
+		teach(&l, false, 4096, 900000, 4096);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_DEFAULT),
 		 FFQ_DEFAULT_COST_READ_4K);
-	ffq_learn_sample(&l, false, 4096, 900000, 4096);
+	teach(&l, false, 4096, 900000, 4096);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 900000);
 	/* the other points follow at their default ratios: 15x here */
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_128K, FFQ_SRC_SCALED),
@@ -467,7 +484,7 @@ TEST(learn_read_is_the_floor)
 
 	/* one read in 8 finds its die idle (1.2 ms), the others wait */
 	for (i = 0; i < 4000; i++)
-		ffq_learn_sample(&l, false, 4096,
+		teach(&l, false, 4096,
 				 i % 8 ? 1200000 + (i % 7) * 1000000 : 1200000,
 				 4096 * (1 + i % 3));
 	/* within the leak of the seven samples since the last idle die's */
@@ -479,10 +496,10 @@ TEST(learn_read_is_the_floor)
 		 FFQ_DEFAULT_COST_READ_128K / FFQ_DEFAULT_COST_READ_4K);
 	/* a device that slows down is followed: the floor leaks up */
 	for (i = 0; i < 2000; i++)
-		ffq_learn_sample(&l, false, 4096, 3000000, 4096);
+		teach(&l, false, 4096, 3000000, 4096);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 3000000);
 	/* and drops to a faster one at once */
-	ffq_learn_sample(&l, false, 4096, 500000, 4096);
+	teach(&l, false, 4096, 500000, 4096);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT), 500000);
 }
 
@@ -496,10 +513,10 @@ TEST(learn_write_is_its_drain_or_its_floor)
 	unsigned int i;
 
 	/* the buffer took the first one at once */
-	ffq_learn_sample(&l, true, 131072, 20000, 131072);
+	teach(&l, true, 131072, 20000, 131072);
 	/* then 128 KiB writes at 15 in flight, 40.8 ms of drain each */
 	for (i = 0; i < 200; i++)
-		ffq_learn_sample(&l, true, 131072, 15 * 40800000ULL, 15 * 131072);
+		teach(&l, true, 131072, 15 * 40800000ULL, 15 * 131072);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40800000U / 100 * 99);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) <= 40800000U / 100 * 101);
 	/*
@@ -508,7 +525,7 @@ TEST(learn_write_is_its_drain_or_its_floor)
 	 */
 	memset(&l, 0, sizeof(l));
 	for (i = 0; i < 200; i++)
-		ffq_learn_sample(&l, true, 131072, i % 2 ? 400000 : 40800000, 131072);
+		teach(&l, true, 131072, i % 2 ? 400000 : 40800000, 131072);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40000000U);
 	/*
 	 * Mixed sizes behind a full buffer wait alike, and are charged by
@@ -516,16 +533,16 @@ TEST(learn_write_is_its_drain_or_its_floor)
 	 */
 	memset(&l, 0, sizeof(l));
 	for (i = 0; i < 200; i++) {
-		ffq_learn_sample(&l, true, 4096, 33660000, 16 * 135168);
-		ffq_learn_sample(&l, true, 131072, 33660000, 16 * 135168);
+		teach(&l, true, 4096, 33660000, 16 * 135168);
+		teach(&l, true, 131072, 33660000, 16 * 135168);
 	}
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), 63750);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT), 2040000);
 	/* write-through: 8 writes on 8 dies, each one program of 510 us */
 	memset(&l, 0, sizeof(l));
-	ffq_learn_sample(&l, true, 4096, 510000, 4096);
+	teach(&l, true, 4096, 510000, 4096);
 	for (i = 0; i < 200; i++)
-		ffq_learn_sample(&l, true, 4096, 510000, 8 * 4096);
+		teach(&l, true, 4096, 510000, 8 * 4096);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), 510000);
 }
 
@@ -539,20 +556,20 @@ TEST(learn_write_keeps_its_drain_while_writes_find_room)
 	struct ffq_learn l = { 0 };
 	unsigned int i;
 
-	ffq_learn_sample(&l, true, 131072, 400000, 131072);
+	teach(&l, true, 131072, 400000, 131072);
 	for (i = 0; i < 16; i++)
-		ffq_learn_sample(&l, true, 131072, 8 * 40800000ULL, 8 * 131072);
+		teach(&l, true, 131072, 8 * 40800000ULL, 8 * 131072);
 	for (i = 0; i < 500; i++)
-		ffq_learn_sample(&l, true, 131072, 400000 + i % 8 * 100000, 131072);
+		teach(&l, true, 131072, 400000 + i % 8 * 100000, 131072);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40800000U / 100 * 99);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) <= 40800000U / 100 * 101);
 	/* nor does a write that found the buffer nearly empty */
 	for (i = 0; i < 500; i++)
-		ffq_learn_sample(&l, true, 131072, 2 * 4000000ULL, 2 * 131072);
+		teach(&l, true, 131072, 2 * 4000000ULL, 2 * 131072);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) >= 40800000U / 100 * 99);
 	/* a device that drains faster shows it in writes that wait */
 	for (i = 0; i < 100; i++)
-		ffq_learn_sample(&l, true, 131072, 16 * 20400000ULL, 16 * 131072);
+		teach(&l, true, 131072, 16 * 20400000ULL, 16 * 131072);
 	CHECK(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT) <= 20400000U / 100 * 101);
 }
 
@@ -572,10 +589,56 @@ TEST(learn_write_does_not_depend_on_the_devices_order)
 
 	for (i = 0; i < 64; i++)
 		for (k = 0; k < 4; k++)
-			ffq_learn_sample(&l, true, 131072, ahead[k] * 40800000ULL,
+			teach(&l, true, 131072, ahead[k] * 40800000ULL,
 					 (k + 2) * 131072ULL);
 	cost = in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT);
 	CHECK(cost >= 40800000U / 100 * 95 && cost <= 40800000U / 100 * 105);
+}
+
+/*
+ * A QD1 4 KiB writer behind a full buffer on 8 dies: a program ends on
+ * every die together (30.6 ms), freeing 8 slots; the writer waits for the
+ * first and finds room for the next 7 (57 us each, 90 us between a
+ * completion and the next dispatch; one in four of them 250 us, over 4
+ * times the floor).  Its drain is 30.6 / 8 = 3.8 ms.  Taken alone, the
+ * writes that waited would teach 29.5 ms.  The 64 writes that filled the
+ * empty buffer first teach no drain at all.  When the throttle then holds
+ * the writer below the drain rate (one write in 13 ms, finding room) two
+ * writes after the last wait, that group is dropped and the drain learnt
+ * stays.
+ */
+TEST(learn_write_a_drain_frees_room_for_several)
+{
+	const u64 prog = 30600000, xfer = 57000, gap = 90000;
+	struct ffq_learn l = { 0 };
+	u64 now = 0, wait, period, t;
+	unsigned int i, k;
+	u32 cost;
+
+	for (i = 0; i < 64; i++, now += xfer + gap)
+		ffq_learn_sample(&l, true, 4096, now, now + xfer, 4096);
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].waited, 0);
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].group_q, 0);
+	for (period = prog; period <= 40 * prog; period += prog) {
+		wait = period - now;
+		ffq_learn_sample(&l, true, 4096, now, now + wait, 4096);
+		now += wait + gap;
+		for (k = 1; k < (period < 40 * prog ? 8 : 3); k++) {
+			t = k % 4 ? xfer : 250000;
+			ffq_learn_sample(&l, true, 4096, now, now + t, 4096);
+			now += t + gap;
+		}
+		/* the 250 us write joined the first drain's group */
+		if (period == 2 * prog)
+			CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].batch, 8);
+	}
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].batch, 8);
+	cost = in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT);
+	CHECK(cost >= prog / 8 / 100 * 95 && cost <= prog / 8 / 100 * 105);
+	for (i = 0; i < 500; i++, now += 13000000)
+		ffq_learn_sample(&l, true, 4096, now, now + xfer, 4096);
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].group_q, 0);
+	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), cost);
 }
 
 /* Samples of other sizes are scaled to their point along the default line. */
@@ -586,7 +649,7 @@ TEST(learn_scales_other_sizes_to_the_point)
 	unsigned int i;
 
 	for (i = 0; i < FFQ_LEARN_MIN; i++)
-		ffq_learn_sample(&l, false, 8192, at * 3, 8192);
+		teach(&l, false, 8192, at * 3, 8192);
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT),
 		 3 * FFQ_DEFAULT_COST_READ_4K);
 }
@@ -598,7 +661,7 @@ TEST(learn_set_points_take_precedence)
 	unsigned int i;
 
 	for (i = 0; i < 100; i++)
-		ffq_learn_sample(&l, true, 4096, 500000, 4096);
+		teach(&l, true, 4096, 500000, 4096);
 	CHECK_EQ(in_force(&l, &set, FFQ_PT_WRITE_4K, FFQ_SRC_SET), 77);
 	CHECK_EQ(in_force(&l, &set, FFQ_PT_WRITE_128K, FFQ_SRC_SCALED),
 		 500000ULL * FFQ_DEFAULT_COST_WRITE_128K / FFQ_DEFAULT_COST_WRITE_4K);
@@ -613,8 +676,8 @@ TEST(learn_clamps_and_survives_extremes)
 	unsigned int i;
 
 	for (i = 0; i < FFQ_LEARN_MIN; i++) {
-		ffq_learn_sample(&l, true, 131072, ~0ULL, 131072);
-		ffq_learn_sample(&l, false, 0, 0, 0);
+		teach(&l, true, 131072, 1ULL << 62, 131072);
+		teach(&l, false, 0, 0, 0);
 	}
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT),
 		 FFQ_MAX_COST_NS);
@@ -624,8 +687,8 @@ TEST(learn_clamps_and_survives_extremes)
 		 16ULL * FFQ_MAX_COST_NS * FFQ_DEFAULT_COST_WRITE_4K /
 		 FFQ_DEFAULT_COST_WRITE_128K);
 	/* a write of no bytes behind others: counted as alone, no division */
-	ffq_learn_sample(&l, true, 0, 1000000, 131072);
-	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].waited, 1);
+	teach(&l, true, 0, 1000000, 131072);
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_4K].group_q, 1ULL << FFQ_LEARN_Q_SHIFT);
 }
 
 TEST(learn_moves_by_a_sixteenth)
@@ -2766,6 +2829,7 @@ UNIT_MAIN(
 	UNIT(learn_write_is_its_drain_or_its_floor),
 	UNIT(learn_write_keeps_its_drain_while_writes_find_room),
 	UNIT(learn_write_does_not_depend_on_the_devices_order),
+	UNIT(learn_write_a_drain_frees_room_for_several),
 	UNIT(learn_scales_other_sizes_to_the_point),
 	UNIT(learn_set_points_take_precedence),
 	UNIT(learn_clamps_and_survives_extremes),
