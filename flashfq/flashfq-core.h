@@ -198,6 +198,7 @@ static inline u32 ffq_charge(u64 cost, unsigned int weight)
 #define FFQ_LEARN_LEAK_SHIFT		10
 #define FFQ_LEARN_EWMA_SHIFT		4
 #define FFQ_LEARN_WAITED		4U
+#define FFQ_LEARN_RECHECK		16U
 
 /* The cost model's points, in the order of struct ffq_cost_model. */
 enum ffq_point {
@@ -261,6 +262,7 @@ struct ffq_learnt {
 	u64 qsum;
 	u32 waited;	/* groups in those means, up to 2^FFQ_LEARN_EWMA_SHIFT */
 	u32 samples;	/* saturating */
+	u32 seen;	/* samples, wrapping: ffq_learn_sample()'s periodic look */
 	/*
 	 * The open group: its sums (0: none), writes, first write's device
 	 * time and the end of its window, ns; writes in the last complete one.
@@ -313,14 +315,18 @@ static inline unsigned int ffq_learn_point(bool write, u32 bytes)
  * Close @p's open group, if there is one: into the means if @complete (the
  * next write that waited came within its window; its writes are then the
  * batch) or if it has the last complete group's writes, else dropped.
+ * Returns whether the means moved.
  */
-static inline void ffq_learn_close(struct ffq_learnt *p, bool complete)
+static inline bool ffq_learn_close(struct ffq_learnt *p, bool complete)
 {
+	bool taken;
+
 	if (!p->group_q)
-		return;
+		return false;
 	if (complete)
 		p->batch = p->group_n;
-	if (p->group_n >= p->batch) {
+	taken = p->group_n >= p->batch;
+	if (taken) {
 		if (p->waited < (1U << FFQ_LEARN_EWMA_SHIFT))
 			p->waited++;
 		p->tsum = ffq_learn_step(p->tsum, p->group_t, p->waited);
@@ -329,15 +335,21 @@ static inline void ffq_learn_close(struct ffq_learnt *p, bool complete)
 	p->group_t = 0;
 	p->group_q = 0;
 	p->group_n = 0;
+	return taken;
 }
 
 /*
  * ffq_learn_sample() - teach @l one completion: a read (@write clear) or
  * write of @bytes, dispatched at @dispatch_ns with @dir_bytes bytes of its
  * direction in the device, its own included, and completed at @done_ns
- * (after @dispatch_ns; the clock of both is the caller's).
+ * (after @dispatch_ns; the clock of both is the caller's).  Returns
+ * whether the point's cost should be looked at again (ffq_learn_cost()):
+ * its floor dropped, its means moved, it has just FFQ_LEARN_MIN samples,
+ * or one in FFQ_LEARN_RECHECK samples (a floor leaks up by at most
+ * 1/2^FFQ_LEARN_LEAK_SHIFT a sample, so it takes over 60 samples to move
+ * a cost in force by 1/16: ffq_learn_moved()).
  */
-static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
+static inline bool ffq_learn_sample(struct ffq_learn *l, bool write,
 				    u32 bytes, u64 dispatch_ns, u64 done_ns,
 				    u64 dir_bytes)
 {
@@ -346,7 +358,7 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 	u64 at = ffq_cost(&ffq_default_costs, write, bytes);
 	u64 to = ffq_point_val(&ffq_default_costs, pt);
 	u64 device_ns = done_ns - dispatch_ns;
-	bool in_window;
+	bool in_window, moved;
 	u64 ns, q;
 
 	if (device_ns > FFQ_MAX_COST_NS * 16ULL)
@@ -358,16 +370,20 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 		ns = 1;
 	if (p->samples < U32_MAX)
 		p->samples++;
+	p->seen++;
+	moved = p->samples == FFQ_LEARN_MIN || !(p->seen % FFQ_LEARN_RECHECK);
 	if (!write || dir_bytes <= bytes) {
-		if (!p->floor || ns < p->floor)
+		if (!p->floor || ns < p->floor) {
+			moved = true;
 			p->floor = ns;
-		else if (ns - p->floor > (p->floor >> FFQ_LEARN_LEAK_SHIFT))
+		} else if (ns - p->floor > (p->floor >> FFQ_LEARN_LEAK_SHIFT)) {
 			p->floor += (p->floor >> FFQ_LEARN_LEAK_SHIFT) + 1;
-		else
+		} else {
 			p->floor = ns;
+		}
 	}
 	if (!write)
-		return;
+		return moved;
 	q = bytes && dir_bytes > bytes ?
 		(dir_bytes << FFQ_LEARN_Q_SHIFT) / bytes :
 		1ULL << FFQ_LEARN_Q_SHIFT;
@@ -380,15 +396,16 @@ static inline void ffq_learn_sample(struct ffq_learn *l, bool write,
 	} else if (ns >= ffq_learnt_ns(p, true) / FFQ_LEARN_WAITED &&
 		   ns / FFQ_LEARN_WAITED >= p->floor) {
 		/* waited: a group of its own, open for its window */
-		ffq_learn_close(p, in_window);
+		moved |= ffq_learn_close(p, in_window);
 		p->group_t = ns;
 		p->group_q = q;
 		p->group_n = 1;
 		p->group_wait_ns = device_ns;
 		p->group_end_ns = done_ns + device_ns / FFQ_LEARN_WAITED;
 	} else {
-		ffq_learn_close(p, false);
+		moved |= ffq_learn_close(p, false);
 	}
+	return moved;
 }
 
 static inline u32 ffq_clamp_cost(u64 ns)

@@ -796,7 +796,8 @@ static void ffq_update_costs(struct ffq_data *fd, bool write)
 
 /*
  * Teach the learnt costs @slot's request, completed (flashfq-core.h,
- * "Learnt costs"), and bring its direction's costs in force up to date,
+ * "Learnt costs"), and, when what it taught may move a cost
+ * (ffq_learn_sample()), bring its direction's costs in force up to date,
  * and the other direction's when a point was just learnt (they may scale
  * from it); not a request the driver gave back, whose time holds a
  * reset's.  Under fd->lock, before the slot goes back.
@@ -809,8 +810,10 @@ static void ffq_learn_done(struct ffq_data *fd, struct ffq_slot *slot)
 	if (slot->dir == FFQ_DIR_OTHER || slot->requeued ||
 	    slot->done_ns <= slot->dispatch_ns)
 		return;
-	ffq_learn_sample(&fd->learn, write, slot->bytes, slot->dispatch_ns,
-			 slot->done_ns, slot->dir_bytes);
+	if (!ffq_learn_sample(&fd->learn, write, slot->bytes,
+			      slot->dispatch_ns, slot->done_ns,
+			      slot->dir_bytes))
+		return;
 	ffq_update_costs(fd, write);
 	pt = ffq_learn_point(write, slot->bytes);
 	if (fd->learn.pt[pt].samples == FFQ_LEARN_MIN)

@@ -641,6 +641,40 @@ TEST(learn_write_a_drain_frees_room_for_several)
 	CHECK_EQ(in_force(&l, &no_set, FFQ_PT_WRITE_4K, FFQ_SRC_LEARNT), cost);
 }
 
+/*
+ * A completion asks for the costs in force to be looked at again only when
+ * it may have moved one: a read's floor dropped, a write's group taken into
+ * the means, the FFQ_LEARN_MIN-th sample, and one sample in
+ * FFQ_LEARN_RECHECK (the floor's leak); also past the saturated count.
+ */
+TEST(learn_sample_says_when_a_cost_may_move)
+{
+	struct ffq_learn l = { 0 };
+	struct ffq_learnt *r = &l.pt[FFQ_PT_READ_4K];
+	unsigned int i, looks = 0;
+
+	CHECK(ffq_learn_sample(&l, false, 4096, 0, 1000000, 4096));
+	for (i = 2; i <= 160; i++) {
+		bool look = ffq_learn_sample(&l, false, 4096, 0, 1200000, 4096);
+
+		looks += look;
+		CHECK_EQ(look, i == FFQ_LEARN_MIN || !(i % FFQ_LEARN_RECHECK));
+	}
+	CHECK_EQ(looks, 1 + 160 / FFQ_LEARN_RECHECK);
+	/* the leak went on between the looks */
+	CHECK(r->floor > 1000000 && r->floor < 1200000);
+	CHECK(ffq_learn_sample(&l, false, 4096, 0, 900000, 4096));
+	r->samples = U32_MAX;
+	for (i = 0, looks = 0; i < 4 * FFQ_LEARN_RECHECK; i++)
+		looks += ffq_learn_sample(&l, false, 4096, 0, 950000, 4096);
+	CHECK_EQ(looks, 4);
+	/* writes behind others: a group taken into the means is a look */
+	memset(&l, 0, sizeof(l));
+	CHECK(!ffq_learn_sample(&l, true, 131072, 0, 40800000, 2 * 131072));
+	CHECK(ffq_learn_sample(&l, true, 131072, 40800000, 81600000, 2 * 131072));
+	CHECK_EQ(l.pt[FFQ_PT_WRITE_128K].waited, 1);
+}
+
 /* Samples of other sizes are scaled to their point along the default line. */
 TEST(learn_scales_other_sizes_to_the_point)
 {
@@ -2830,6 +2864,7 @@ UNIT_MAIN(
 	UNIT(learn_write_keeps_its_drain_while_writes_find_room),
 	UNIT(learn_write_does_not_depend_on_the_devices_order),
 	UNIT(learn_write_a_drain_frees_room_for_several),
+	UNIT(learn_sample_says_when_a_cost_may_move),
 	UNIT(learn_scales_other_sizes_to_the_point),
 	UNIT(learn_set_points_take_precedence),
 	UNIT(learn_clamps_and_survives_extremes),
