@@ -485,8 +485,8 @@ TEST(learn_read_is_the_floor)
 	/* one read in 8 finds its die idle (1.2 ms), the others wait */
 	for (i = 0; i < 4000; i++)
 		teach(&l, false, 4096,
-				 i % 8 ? 1200000 + (i % 7) * 1000000 : 1200000,
-				 4096 * (1 + i % 3));
+		      i % 8 ? 1200000 + (i % 7) * 1000000 : 1200000,
+		      4096 * (1 + i % 3));
 	/* within the leak of the seven samples since the last idle die's */
 	CHECK(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT) >= 1200000U);
 	CHECK(in_force(&l, &no_set, FFQ_PT_READ_4K, FFQ_SRC_LEARNT) <= 1200000U / 100 * 101);
@@ -590,7 +590,7 @@ TEST(learn_write_does_not_depend_on_the_devices_order)
 	for (i = 0; i < 64; i++)
 		for (k = 0; k < 4; k++)
 			teach(&l, true, 131072, ahead[k] * 40800000ULL,
-					 (k + 2) * 131072ULL);
+			      (k + 2) * 131072ULL);
 	cost = in_force(&l, &no_set, FFQ_PT_WRITE_128K, FFQ_SRC_LEARNT);
 	CHECK(cost >= 40800000U / 100 * 95 && cost <= 40800000U / 100 * 105);
 }
