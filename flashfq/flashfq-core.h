@@ -645,6 +645,7 @@ static inline void ffq_heap_place(struct ffq_heap *h, struct ffq_hnode *n,
 #define FFQ_IN_PROG	0x4U
 #define FFQ_IN_TIMER	0x8U
 #define FFQ_IN_BLOCK	0x10U
+#define FFQ_IN_PACE	0x20U
 
 /* Bits of ffq_task.flags. */
 #define FFQ_T_ANTIC	0x1U	/* a hypothetical request is outstanding */
@@ -661,6 +662,7 @@ struct ffq_task {
 	struct ffq_hnode prog;		/* sched.prog while it restrains */
 	struct ffq_hnode timer;		/* sched.timer while anticipated */
 	struct ffq_hnode block;		/* sched.block while blocking */
+	struct ffq_hnode pace;		/* sched.pace while it paces */
 
 	u64 last_finish;	/* finish tag of its latest request */
 	u64 last_tagged;	/* start tag of its latest request */
@@ -670,6 +672,8 @@ struct ffq_task {
 	u64 antic_start;	/* the hypothetical request's start tag */
 	u64 block_until;	/* ns: anticipation may block until then */
 	u64 antic_until;	/* ns: anticipation ends then */
+	u64 pace_from;		/* ns: it paces others from then */
+	u64 pace_mark;		/* sched.sent when its anticipation began */
 	unsigned int nr_queued;	/* (glue) requests waiting in the scheduler */
 	unsigned int nr_inflight; /* (glue) requests holding a depth slot */
 	unsigned int nr_out;	/* (glue) requests inserted, not yet freed */
@@ -685,8 +689,9 @@ struct ffq_task {
  * smallest outstanding start tag (ffq_task_vt_key()); @prog orders those
  * that restrain others (ffq_task_restrains()) by progress
  * (ffq_task_progress()); @timer orders the anticipated tasks by
- * their next deadline and @block the blocking ones by their hypothetical
- * start tag.
+ * their next deadline, @block the blocking ones by their hypothetical
+ * start tag and @pace the others anticipated (ffq_task_paces()) by the
+ * same.
  */
 struct ffq_sched {
 	struct ffq_heap ready;
@@ -694,8 +699,10 @@ struct ffq_sched {
 	struct ffq_heap prog;
 	struct ffq_heap timer;
 	struct ffq_heap block;
+	struct ffq_heap pace;
 	u64 vtime;		/* system virtual time, never decreasing */
 	u64 max_finish;		/* largest finish tag given */
+	u64 sent;		/* charge dispatched, ever (wraps) */
 	u32 inflight;		/* (glue) requests holding a depth slot */
 	struct ffq_task *deferred;	/* its update waits: ffq_defer() */
 };
@@ -747,6 +754,22 @@ static inline bool ffq_task_restrains(const struct ffq_task *t)
 static inline u64 ffq_task_progress(const struct ffq_task *t)
 {
 	return t->nr_queued ? t->head_start : t->last_start;
+}
+
+/*
+ * Does @t pace the others?  While it is anticipated after its blocking
+ * period (or without one): it no longer restrains them, but a request
+ * more than the throttle ahead of its hypothetical start tag goes only
+ * while the charge dispatched since its anticipation began is within the
+ * throttle plus what the device's depth slots could have served since
+ * its blocking ended (ffq_pick()).  Without this a task coming back a little after its
+ * blocking period (a reader whose process the CPU ran late) finds the
+ * device filled to depth with the others' requests, all ahead of it in
+ * the device however far behind them in virtual time.
+ */
+static inline bool ffq_task_paces(const struct ffq_task *t)
+{
+	return (t->flags & (FFQ_T_ANTIC | FFQ_T_BLOCKING)) == FFQ_T_ANTIC;
 }
 
 /*
@@ -816,12 +839,15 @@ static __always_inline bool ffq_update(struct ffq_sched *s,
 		       active ? ffq_task_vt_key(t) : 0);
 	ffq_heap_place(&s->prog, &t->prog, &in, FFQ_IN_PROG, restrains,
 		       restrains ? ffq_task_progress(t) : 0);
-	if ((f & FFQ_T_ANTIC) || (in & (FFQ_IN_TIMER | FFQ_IN_BLOCK))) {
+	if ((f & FFQ_T_ANTIC) ||
+	    (in & (FFQ_IN_TIMER | FFQ_IN_BLOCK | FFQ_IN_PACE))) {
 		ffq_heap_place(&s->timer, &t->timer, &in, FFQ_IN_TIMER,
 			       f & FFQ_T_ANTIC, ffq_task_deadline(t));
 		ffq_heap_place(&s->block, &t->block, &in, FFQ_IN_BLOCK,
 			       (f & (FFQ_T_ANTIC | FFQ_T_BLOCKING)) ==
 			       (FFQ_T_ANTIC | FFQ_T_BLOCKING), t->antic_start);
+		ffq_heap_place(&s->pace, &t->pace, &in, FFQ_IN_PACE,
+			       ffq_task_paces(t), t->antic_start);
 	}
 	t->heaps = in;
 
@@ -928,10 +954,15 @@ static inline bool ffq_arrive(struct ffq_task *t)
 	return antic;
 }
 
-/* ffq_dispatched() - @t's first queued request, tagged @start, was sent. */
-static inline void ffq_dispatched(struct ffq_task *t, u64 start)
+/*
+ * ffq_dispatched() - @t's first queued request, tagged @start and charged
+ * @charge, was sent.
+ */
+static inline void ffq_dispatched(struct ffq_sched *s, struct ffq_task *t,
+				  u64 start, u32 charge)
 {
 	t->last_start = start;
+	s->sent += charge;
 }
 
 /*
@@ -968,10 +999,12 @@ static __always_inline bool ffq_update_dispatched(struct ffq_sched *s,
  * the task has nothing else outstanding, start anticipating its next
  * request: a hypothetical request tagged with the task's last finish tag
  * stays outstanding until @now + @antic_ns, and may hold back dispatch
- * until @now + @block_ns (at most as long).  Returns whether anticipation
- * started; the caller calls ffq_update().
+ * until @now + @block_ns (at most as long); it paces the others from then
+ * (ffq_task_paces()).  Returns whether anticipation started; the caller
+ * calls ffq_update().
  */
-static inline bool ffq_complete(struct ffq_task *t, bool sync, u64 now,
+static inline bool ffq_complete(const struct ffq_sched *s,
+				struct ffq_task *t, bool sync, u64 now,
 				u64 antic_ns, u64 block_ns)
 {
 	if (!sync || t->nr_out || !antic_ns || (t->flags & FFQ_T_EXITED))
@@ -979,10 +1012,13 @@ static inline bool ffq_complete(struct ffq_task *t, bool sync, u64 now,
 	t->flags |= FFQ_T_ANTIC;
 	t->antic_start = t->last_finish;
 	t->antic_until = now + antic_ns;
+	t->pace_from = now;
+	t->pace_mark = s->sent;
 	if (block_ns) {
 		t->flags |= FFQ_T_BLOCKING;
 		t->block_until = now + (block_ns < antic_ns ? block_ns :
 							      antic_ns);
+		t->pace_from = t->block_until;
 	}
 	return true;
 }
@@ -1071,17 +1107,27 @@ enum ffq_pick {
  *    device, anticipation then never idles the device),
  *  - its start tag is at most @throttle ahead of the smallest progress of
  *    any task that restrains others (@throttle in charge units; 0 turns
- *    the throttle off).
+ *    the throttle off),
+ *  - with requests in the device, if its start tag is more than @throttle
+ *    ahead of the most lagging pacing task's hypothetical one, the charge
+ *    sent since that task's anticipation began is at most @throttle plus
+ *    what @depth slots serve from its pace_from to @now (ns) at one charge
+ *    unit a nanosecond each: others run ahead of an anticipated task at
+ *    the device's pace, not all at once.  With the device empty it may go
+ *    (a completion re-decides a held dispatch; nothing would with none in
+ *    flight).  Of several pacing tasks only the most lagging is asked.
  * When the request with the smallest start tag may not go, none may: the
- * others have larger tags.  *@gap is set to how far ahead it is.
+ * others have larger tags.  *@gap is set to how far ahead it is (of the
+ * pacing task, if that holds it back).
  */
 static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
-				     u64 throttle, struct ffq_task **task,
-				     u64 *gap)
+				     u64 throttle, u64 now,
+				     struct ffq_task **task, u64 *gap)
 {
 	struct ffq_hnode *r = ffq_heap_min(&s->ready);
 	struct ffq_hnode *b = ffq_heap_min(&s->block);
 	struct ffq_hnode *p = ffq_heap_min(&s->prog);
+	struct ffq_hnode *q = ffq_heap_min(&s->pace);
 
 	*task = NULL;
 	*gap = 0;
@@ -1095,6 +1141,16 @@ static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
 		*gap = r->key - p->key;
 	if (throttle && *gap > throttle)
 		return FFQ_PICK_THROTTLED;
+	if (throttle && q && s->inflight && r->key > q->key + throttle) {
+		const struct ffq_task *pt =
+			ffq_container_of(q, struct ffq_task, pace);
+		u64 since = now > pt->pace_from ? now - pt->pace_from : 0;
+
+		if (s->sent - pt->pace_mark > throttle + since * depth) {
+			*gap = r->key - q->key;
+			return FFQ_PICK_THROTTLED;
+		}
+	}
 	*task = ffq_container_of(r, struct ffq_task, ready);
 	return FFQ_PICK_TASK;
 }

@@ -839,8 +839,8 @@ static u64 ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
 	fd->stats.completed++;
 	if (!WARN_ON_ONCE(!t->nr_out))
 		t->nr_out--;
-	if (ffq_complete(t, slot->sync, slot->done_ns, ffq_us(&fd->antic_us),
-			 ffq_us(&fd->antic_block_us))) {
+	if (ffq_complete(&fd->s, t, slot->sync, slot->done_ns,
+			 ffq_us(&fd->antic_us), ffq_us(&fd->antic_block_us))) {
 		fd->stats.antic_started++;
 		ffq_trace_antic(fd, tq, slot->done_ns);
 		/*
@@ -1176,7 +1176,7 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	charge = ffq_rq_charge(ffq_rq_get(rq));
 	ffq_rq_put(rq, charge, slot - fd->slots + 1,
 		   ffq_rq_flags(ffq_rq_get(rq)));
-	ffq_dispatched(t, start);
+	ffq_dispatched(&fd->s, t, start, charge);
 	tq->dispatched++;
 	tq->service += charge;
 	fd->stats.dispatched++;
@@ -1221,8 +1221,9 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	}
 
 	ffq_settle_deferred(fd, NULL);
+	/* the clock only when an anticipated task paces the others */
 	res = ffq_pick(&fd->s, ffq_cur_depth(fd), ffq_us(&fd->throttle_us),
-		       &t, &gap);
+		       fd->s.pace.nr ? ktime_get_ns() : 0, &t, &gap);
 	switch (res) {
 	case FFQ_PICK_TASK: {
 		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);

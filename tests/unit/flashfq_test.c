@@ -977,7 +977,7 @@ static void sim_check(struct sim *m)
 {
 	const struct ffq_sched *s = &m->s;
 	unsigned int i, nready = 0, nactive = 0, nantic = 0, nblock = 0;
-	unsigned int nrestrain = 0;
+	unsigned int nrestrain = 0, npace = 0;
 	int before = unit_failed_checks;
 	u64 min;
 
@@ -997,6 +997,10 @@ static void sim_check(struct sim *m)
 			 t->nr_out > 0 || blocking);
 		CHECK_EQ(ffq_hnode_linked(&s->timer, &t->timer), antic);
 		CHECK_EQ(ffq_hnode_linked(&s->block, &t->block), blocking);
+		CHECK_EQ(ffq_hnode_linked(&s->pace, &t->pace),
+			 antic && !blocking);
+		if (antic && !blocking)
+			CHECK(t->pace.key == t->antic_start);
 		if (t->nr_queued)
 			CHECK(t->ready.key == t->head_start);
 		if (active)
@@ -1012,12 +1016,14 @@ static void sim_check(struct sim *m)
 		nrestrain += t->nr_out > 0 || blocking;
 		nantic += antic;
 		nblock += blocking;
+		npace += antic && !blocking;
 	}
 	CHECK_EQ(s->ready.nr, nready);
 	CHECK_EQ(s->vt.nr, nactive);
 	CHECK_EQ(s->prog.nr, nrestrain);
 	CHECK_EQ(s->timer.nr, nantic);
 	CHECK_EQ(s->block.nr, nblock);
+	CHECK_EQ(s->pace.nr, npace);
 	/* Min-SFQ(D): the smallest outstanding start tag, else max finish */
 	if (sim_min_outstanding(m, &min))
 		CHECK_EQ(s->vtime, min);
@@ -1078,7 +1084,7 @@ static enum ffq_pick sim_pick(struct sim *m)
 
 	sim_drain(m);
 	sim_settle(m, NULL);
-	p = ffq_pick(&m->s, m->depth, m->throttle, &t, &m->gap);
+	p = ffq_pick(&m->s, m->depth, m->throttle, m->now, &t, &m->gap);
 	m->npick[p]++;
 	for (i = 0; i < m->nt; i++)
 		for (j = 0; j < m->tk[i].nq; j++)
@@ -1121,7 +1127,7 @@ static enum ffq_pick sim_pick(struct sim *m)
 	k->nf++;
 	k->nq--;
 	memmove(&k->q[0], &k->q[1], k->nq * sizeof(k->q[0]));
-	ffq_dispatched(t, min);
+	ffq_dispatched(&m->s, t, min, k->f[k->nf - 1].charge);
 	CHECK(t->last_start == min);
 	m->s.inflight++;
 	k->ndisp++;
@@ -1156,7 +1162,7 @@ static u64 sim_apply_done(struct sim *m, struct stask *k, unsigned int i,
 	k->nf--;
 	m->s.inflight--;
 	sim_facts(m, k);
-	m->antic_started = ffq_complete(&k->t, r.sync, at, m->antic,
+	m->antic_started = ffq_complete(&m->s, &k->t, r.sync, at, m->antic,
 					m->block);
 	if (m->lazy && m->antic_started) {
 		ffq_defer(&m->s, &k->t);
@@ -1420,18 +1426,20 @@ static unsigned int nr_linked(const struct sim *m, const struct stask *k)
 	       ffq_hnode_linked(&s->vt, &t->vt) +
 	       ffq_hnode_linked(&s->prog, &t->prog) +
 	       ffq_hnode_linked(&s->timer, &t->timer) +
-	       ffq_hnode_linked(&s->block, &t->block);
+	       ffq_hnode_linked(&s->block, &t->block) +
+	       ffq_hnode_linked(&s->pace, &t->pace);
 }
 
 static void check_all_heaps_empty(const struct ffq_sched *s)
 {
 	CHECK(!s->ready.root && !s->vt.root && !s->prog.root &&
-	      !s->timer.root && !s->block.root);
+	      !s->timer.root && !s->block.root && !s->pace.root);
 	CHECK_EQ(s->ready.nr, 0);
 	CHECK_EQ(s->vt.nr, 0);
 	CHECK_EQ(s->prog.nr, 0);
 	CHECK_EQ(s->timer.nr, 0);
 	CHECK_EQ(s->block.nr, 0);
+	CHECK_EQ(s->pace.nr, 0);
 	CHECK_EQ(ffq_next_deadline(s), 0);
 }
 
@@ -2018,10 +2026,10 @@ TEST(throttle_holds_a_task_too_far_ahead)
 	}
 	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
 	CHECK_EQ(m->gap, 6000);
-	CHECK_EQ(ffq_pick(&m->s, 100, 6000, &t, &gap), FFQ_PICK_TASK);
+	CHECK_EQ(ffq_pick(&m->s, 100, 6000, 0, &t, &gap), FFQ_PICK_TASK);
 	CHECK(t == &h->t);
 	CHECK_EQ(gap, 6000);
-	CHECK_EQ(ffq_pick(&m->s, 100, 5999, &t, &gap), FFQ_PICK_THROTTLED);
+	CHECK_EQ(ffq_pick(&m->s, 100, 5999, 0, &t, &gap), FFQ_PICK_THROTTLED);
 	CHECK(!t);
 	CHECK_EQ(gap, 6000);
 	/* h's own completions do not help: l is still behind */
@@ -2100,12 +2108,15 @@ TEST(throttle_zero_is_off)
 
 TEST(anticipation_starts_only_when_it_should)
 {
+	struct ffq_sched s;
 	struct ffq_task t;
+
+	ffq_sched_init(&s);
 
 	/* synchronous, nothing else outstanding */
 	ffq_task_init(&t);
 	t.last_finish = 4321;
-	CHECK(ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK(ffq_complete(&s, &t, true, 1000, 20000, 2000));
 	CHECK_EQ(t.flags, FFQ_T_ANTIC | FFQ_T_BLOCKING);
 	CHECK_EQ(t.antic_start, 4321);
 	CHECK_EQ(t.antic_until, 21000);
@@ -2113,36 +2124,36 @@ TEST(anticipation_starts_only_when_it_should)
 	CHECK(ffq_task_active(&t));
 	/* block_ns 0: anticipates without blocking */
 	ffq_task_init(&t);
-	CHECK(ffq_complete(&t, true, 1000, 20000, 0));
+	CHECK(ffq_complete(&s, &t, true, 1000, 20000, 0));
 	CHECK_EQ(t.flags, FFQ_T_ANTIC);
 	CHECK_EQ(t.antic_until, 21000);
 	/* blocking is never longer than anticipation */
 	ffq_task_init(&t);
-	CHECK(ffq_complete(&t, true, 1000, 20000, 50000));
+	CHECK(ffq_complete(&s, &t, true, 1000, 20000, 50000));
 	CHECK_EQ(t.block_until, 21000);
 	CHECK_EQ(t.antic_until, 21000);
 	/* asynchronous */
 	ffq_task_init(&t);
-	CHECK(!ffq_complete(&t, false, 1000, 20000, 2000));
+	CHECK(!ffq_complete(&s, &t, false, 1000, 20000, 2000));
 	CHECK_EQ(t.flags, 0);
 	/* other requests outstanding */
 	ffq_task_init(&t);
 	t.nr_out = 1;
-	CHECK(!ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK(!ffq_complete(&s, &t, true, 1000, 20000, 2000));
 	CHECK_EQ(t.flags, 0);
 	/* anticipation off */
 	ffq_task_init(&t);
-	CHECK(!ffq_complete(&t, true, 1000, 0, 2000));
+	CHECK(!ffq_complete(&s, &t, true, 1000, 0, 2000));
 	CHECK_EQ(t.flags, 0);
 	CHECK(!ffq_task_active(&t));
 	/* exited */
 	ffq_task_init(&t);
 	CHECK(!ffq_exit(&t));
-	CHECK(!ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK(!ffq_complete(&s, &t, true, 1000, 20000, 2000));
 	CHECK_EQ(t.flags, FFQ_T_EXITED);
 	/* an arrival ends it */
 	ffq_task_init(&t);
-	CHECK(ffq_complete(&t, true, 1000, 20000, 2000));
+	CHECK(ffq_complete(&s, &t, true, 1000, 20000, 2000));
 	CHECK(ffq_arrive(&t));
 	CHECK_EQ(t.flags, 0);
 	CHECK(!ffq_arrive(&t));
@@ -2364,13 +2375,16 @@ TEST(deceptively_idle_task_keeps_its_share)
 
 /*
  * The throttle waits for an anticipated task only while its anticipation
- * blocks.  l's request (0) is in the device, h's 0..3000 went and its 4000
- * is throttled (3000 ahead at most).  l's request completes: l anticipates
- * and blocks, and h stays held; when blocking ends l still holds virtual
- * time but no longer holds h back.  l's next request comes back at its
- * place and restrains h again.
+ * blocks; then the task paces the others.  l's request (0) is in the
+ * device, h's 0..3000 went and its 4000 is throttled (3000 ahead at most).
+ * l's request completes: l anticipates and blocks, and h stays held; when
+ * blocking ends l still holds virtual time but no longer holds h back to
+ * the throttle: it paces h, whose 4000..7000 go (the throttle's 3000 of
+ * charge since l's completion, and one more), its 8000 when the device's
+ * 100 slots could have served the 1000 more (10 ns later).  l's next
+ * request comes back at its place and restrains h again.
  */
-TEST(throttle_waits_for_an_anticipation_only_while_it_blocks)
+TEST(throttle_waits_for_an_anticipation_while_it_blocks_then_it_paces)
 {
 	struct sim *m = sim_new(2, 100, 3000, 20000, 2000);
 	struct stask *l = &m->tk[0], *h = &m->tk[1];
@@ -2397,11 +2411,20 @@ TEST(throttle_waits_for_an_anticipation_only_while_it_blocks)
 	CHECK_EQ(l->t.flags, FFQ_T_ANTIC);
 	CHECK(ffq_task_active(&l->t));
 	CHECK(!ffq_task_restrains(&l->t));
+	CHECK(ffq_task_paces(&l->t));
+	CHECK_EQ(l->t.pace_from, 7000);
+	for (i = 4; i <= 7; i++) {
+		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
+		CHECK(m->last == h);
+		CHECK_EQ(m->last_start, i * 1000);
+	}
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	CHECK_EQ(m->gap, 7000);
+	m->now = 7009;
+	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
+	m->now = 7010;
 	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
-	CHECK(m->last == h);
-	CHECK_EQ(m->last_start, 4000);
-	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
-	CHECK_EQ(m->last_start, 5000);
+	CHECK_EQ(m->last_start, 8000);
 	CHECK_EQ(m->s.vtime, 0);		/* h(0) still in the device */
 	while (h->nf)
 		sim_complete(m, h, 0);
@@ -2411,9 +2434,9 @@ TEST(throttle_waits_for_an_anticipation_only_while_it_blocks)
 	CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
 	CHECK(m->last == l);
 	CHECK_EQ(m->last_start, 1000);
-	/* and holds h (next: 6000) within 3000 of its progress again */
+	/* and holds h (next: 9000) within 3000 of its progress again */
 	CHECK_EQ(sim_pick(m), FFQ_PICK_THROTTLED);
-	CHECK_EQ(m->gap, 5000);
+	CHECK_EQ(m->gap, 8000);
 	CHECK(!m->failed);
 	free(m);
 }
@@ -2497,7 +2520,7 @@ static void timers_setup(struct ffq_sched *s, struct ttask *tk)
 		ffq_task_init(t);
 		t->last_finish = rng() % 1000000;
 		s->max_finish = 1000000;
-		CHECK(ffq_complete(t, true, now, antic, block));
+		CHECK(ffq_complete(s, t, true, now, antic, block));
 		tk[i].blocks = block && block < antic;
 		CHECK_EQ(!!(t->flags & FFQ_T_BLOCKING), !!block);
 		ffq_update(s, t);
@@ -2708,7 +2731,7 @@ TEST(requeued_requests_keep_the_task_active)
 	/* freed: inactive, virtual time moves on */
 	a->nrequeued = 0;
 	sim_facts(m, a);
-	CHECK(!ffq_complete(&a->t, false, m->now, m->antic, m->block));
+	CHECK(!ffq_complete(&m->s, &a->t, false, m->now, m->antic, m->block));
 	ffq_update(&m->s, &a->t);
 	CHECK(!ffq_task_active(&a->t));
 	CHECK_EQ(nr_linked(m, a), 0);
@@ -2744,7 +2767,7 @@ TEST(retag_moves_last_finish)
 	CHECK_EQ(ffq_retag(&s, &t, 1500, 700, true), 700);
 	CHECK_EQ(t.last_finish, 1700);
 	/* ... but never below the start of its latest request */
-	ffq_dispatched(&t, 1000);
+	ffq_dispatched(&s, &t, 1000, 1);
 	CHECK_EQ(ffq_retag(&s, &t, 1000, 100, true), 100);
 	CHECK_EQ(t.last_finish, 1000);
 	CHECK_EQ(ffq_retag(&s, &t, 100, 1, true), 1);
@@ -2886,7 +2909,7 @@ UNIT_MAIN(
 	UNIT(anticipation_blocks_only_the_slot_it_keeps),
 	UNIT(anticipation_fulfilled_keeps_the_place),
 	UNIT(anticipation_blocks_only_a_later_start),
-	UNIT(throttle_waits_for_an_anticipation_only_while_it_blocks),
+	UNIT(throttle_waits_for_an_anticipation_while_it_blocks_then_it_paces),
 	UNIT(thinking_task_does_not_hold_others_to_its_pace),
 	UNIT(deceptively_idle_task_keeps_its_share),
 	UNIT(timers_fire_in_deadline_order),
