@@ -603,6 +603,17 @@ def parse_tune(items: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+def fio_job(iodepth: int, jobs: int) -> str:
+    """The overhead suite's job on nullb0 (fio terse v3, one line: with
+    @jobs > 1 the jobs' sum, --group_reporting); --runtime is the
+    caller's.  Jobs share the one vCPU: against one job the difference is
+    what a second task costs the elevator, not a second CPU."""
+    return (f"fio --name=j --filename=/dev/nullb0 --direct=1 --ioengine=io_uring "
+            f"--rw=randread --bs={BS} --iodepth={iodepth} --time_based --norandommap "
+            f"--randrepeat=0 --output-format=terse --terse-version=3"
+            + (f" --numjobs={jobs} --group_reporting" if jobs > 1 else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m scripts.tbprof",
                                 description=(__doc__ or "").split("\n\n")[0])
@@ -614,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
                         "flashfq:depth=256 flashfq:throttle_us=0 (the overhead suite's)")
     p.add_argument("--runtime", type=float, default=2.0, help="fio seconds (default 2)")
     p.add_argument("--iodepth", type=int, default=32, help="(default 32)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="fio jobs, each its own task, on the one vCPU (default 1)")
     p.add_argument("--top", type=int, default=40, help="functions shown (default 40)")
     p.add_argument("--blocks", action="append", default=[], metavar="FUNC",
                    help="also each translated block of FUNC (as the table names it, e.g. "
@@ -638,6 +651,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ccx", type=int, default=Model.ccx,
                    help=f"model: cores sharing an L3 (default {Model.ccx})")
     a = p.parse_args(argv)
+    if a.jobs < 1:
+        p.error("--jobs: at least 1")
     try:
         tunes = parse_tune(a.tune)
     except ValueError as e:
@@ -674,9 +689,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_for(lambda: not trigger.exists(), "the plugin did not take the lock primitives")
 
     params = " ".join(f"{k}={v}" for k, v in NULL_BLK.items())
-    job = (f"fio --name=j --filename=/dev/nullb0 --direct=1 --ioengine=io_uring "
-           f"--rw=randread --bs={BS} --iodepth={a.iodepth} --time_based --norandommap "
-           f"--randrepeat=0 --output-format=terse --terse-version=3")
+    job = fio_job(a.iodepth, a.jobs)
     plugin_args = f"{plugin},trigger={trigger}" + (",locks=on" if a.locks else "")
     mods_of = modules.elevators()
     with booted(a.kernel, build=not a.no_build, smp=1, icount=3,

@@ -505,3 +505,12 @@ def test_the_plugin_follows_locks_and_atomics(tmp_path: Path) -> None:
     assert snap.atomics == {0x70000: tbprof.Atomic(
         2, 0, {0xffff888000001000: 2, 0xffff888000002000: 1})}
     assert snap.blocks[(0x50000, 10)] == 1 and snap.blocks[(0x60000, 5)] == 3
+
+
+def test_the_job_sums_its_jobs_on_one_line() -> None:
+    one = tbprof.fio_job(32, 1)
+    assert "--iodepth=32" in one and "--numjobs" not in one
+    two = tbprof.fio_job(8, 2)
+    assert "--numjobs=2 --group_reporting" in two and "--iodepth=8" in two
+    assert "--output-format=terse --terse-version=3" in two
+
