@@ -670,9 +670,8 @@ struct ffq_task {
 	u64 head_start;		/* (glue) start tag of its first queued one */
 	u64 inflight_start;	/* (glue) start tag of its oldest in flight */
 	u64 antic_start;	/* the hypothetical request's start tag */
-	u64 block_until;	/* ns: anticipation may block until then */
+	u64 block_until;	/* ns: anticipation blocks, then paces */
 	u64 antic_until;	/* ns: anticipation ends then */
-	u64 pace_from;		/* ns: it paces others from then */
 	u64 pace_mark;		/* sched.sent when its anticipation began */
 	unsigned int nr_queued;	/* (glue) requests waiting in the scheduler */
 	unsigned int nr_inflight; /* (glue) requests holding a depth slot */
@@ -762,10 +761,11 @@ static inline u64 ffq_task_progress(const struct ffq_task *t)
  * more than the throttle ahead of its hypothetical start tag goes only
  * while the charge dispatched since its anticipation began is within the
  * throttle plus what the device's depth slots could have served since
- * its blocking ended (ffq_pick()).  Without this a task coming back a little after its
- * blocking period (a reader whose process the CPU ran late) finds the
- * device filled to depth with the others' requests, all ahead of it in
- * the device however far behind them in virtual time.
+ * its blocking ended, block_until (ffq_pick()).  Without this a task
+ * coming back a little after its blocking period (a reader whose process
+ * the CPU ran late) finds the device filled to depth with the others'
+ * requests, all ahead of it in the device however far behind them in
+ * virtual time.
  */
 static inline bool ffq_task_paces(const struct ffq_task *t)
 {
@@ -1012,14 +1012,10 @@ static inline bool ffq_complete(const struct ffq_sched *s,
 	t->flags |= FFQ_T_ANTIC;
 	t->antic_start = t->last_finish;
 	t->antic_until = now + antic_ns;
-	t->pace_from = now;
+	t->block_until = now + (block_ns < antic_ns ? block_ns : antic_ns);
 	t->pace_mark = s->sent;
-	if (block_ns) {
+	if (block_ns)
 		t->flags |= FFQ_T_BLOCKING;
-		t->block_until = now + (block_ns < antic_ns ? block_ns :
-							      antic_ns);
-		t->pace_from = t->block_until;
-	}
 	return true;
 }
 
@@ -1111,7 +1107,7 @@ enum ffq_pick {
  *  - with requests in the device, if its start tag is more than @throttle
  *    ahead of the most lagging pacing task's hypothetical one, the charge
  *    sent since that task's anticipation began is at most @throttle plus
- *    what @depth slots serve from its pace_from to @now (ns) at one charge
+ *    what @depth slots serve from its block_until to @now (ns) at one charge
  *    unit a nanosecond each: others run ahead of an anticipated task at
  *    the device's pace, not all at once.  With the device empty it may go
  *    (a completion re-decides a held dispatch; nothing would with none in
@@ -1144,7 +1140,7 @@ static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
 	if (throttle && q && s->inflight && r->key > q->key + throttle) {
 		const struct ffq_task *pt =
 			ffq_container_of(q, struct ffq_task, pace);
-		u64 since = now > pt->pace_from ? now - pt->pace_from : 0;
+		u64 since = now > pt->block_until ? now - pt->block_until : 0;
 
 		if (s->sent - pt->pace_mark > throttle + since * depth) {
 			*gap = r->key - q->key;

@@ -2126,6 +2126,7 @@ TEST(anticipation_starts_only_when_it_should)
 	ffq_task_init(&t);
 	CHECK(ffq_complete(&s, &t, true, 1000, 20000, 0));
 	CHECK_EQ(t.flags, FFQ_T_ANTIC);
+	CHECK_EQ(t.block_until, 1000);		/* paces from now */
 	CHECK_EQ(t.antic_until, 21000);
 	/* blocking is never longer than anticipation */
 	ffq_task_init(&t);
@@ -2412,7 +2413,7 @@ TEST(throttle_waits_for_an_anticipation_while_it_blocks_then_it_paces)
 	CHECK(ffq_task_active(&l->t));
 	CHECK(!ffq_task_restrains(&l->t));
 	CHECK(ffq_task_paces(&l->t));
-	CHECK_EQ(l->t.pace_from, 7000);
+	CHECK_EQ(l->t.block_until, 7000);
 	for (i = 4; i <= 7; i++) {
 		CHECK_EQ(sim_pick(m), FFQ_PICK_TASK);
 		CHECK(m->last == h);
