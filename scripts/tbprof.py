@@ -215,10 +215,34 @@ def render_blocks(func: str, sched: str, blocks: list[tuple[int, int, float]]) -
     return "\n".join(lines)
 
 
-def render(results: dict[str, tuple[int, Counter[str]]], top: int) -> str:
+@dataclass
+class Footprint:
+    """What a run's translated blocks cost beyond their instructions: each
+    block run is an entry into translated code, and the blocks that ran
+    at all are the code QEMU must find again.  It looks a block up in a
+    per-vCPU cache of 4096 entries (hashed by address) and, on a miss, in
+    its global hash table; a return or an indirect call or jump always
+    takes the lookup.  Under TCG these lookups, not the instructions, are
+    the larger part of a run's host time (scripts/README.md)."""
+    runs: int       # block executions
+    hot: int        # blocks that ran at least once per HOT_IOS I/Os
+
+
+#: a block is hot if it ran at least once per this many I/Os
+HOT_IOS = 10
+
+
+def footprint(delta: dict[Block, int], ios: int) -> Footprint:
+    return Footprint(sum(delta.values()),
+                     sum(1 for n in delta.values() if n * HOT_IOS >= ios > 0))
+
+
+def render(results: dict[str, tuple[int, Counter[str]]], top: int,
+           feet: dict[str, Footprint] | None = None) -> str:
     """A table of instructions per I/O: the functions that differ most
     between the schedulers first (all of them with one scheduler), and the
-    total."""
+    total; with @feet, also the blocks run per I/O and the hot blocks
+    (Footprint)."""
     scheds = list(results)
     names = set().union(*(per for _, per in results.values()))
 
@@ -235,6 +259,11 @@ def render(results: dict[str, tuple[int, Counter[str]]], top: int) -> str:
              "all".ljust(width) + "".join(
                  f"{sum(results[s][1].values()) / max(results[s][0], 1):>12.1f}"
                  for s in scheds)]
+    if feet:
+        lines += ["blocks run".ljust(width) + "".join(
+                      f"{feet[s].runs / max(results[s][0], 1):>12.1f}" for s in scheds),
+                  f"hot blocks (>= 1 per {HOT_IOS} I/Os)".ljust(width) + "".join(
+                      f"{feet[s].hot:>12}" for s in scheds)]
     for name in sorted(names, key=lambda n: (-spread(n), n))[:top]:
         lines.append(name.ljust(width) + "".join(f"{x:>12.1f}" for x in row(name)))
     return "\n".join(lines)
@@ -614,15 +643,30 @@ def fio_job(iodepth: int, jobs: int) -> str:
             + (f" --numjobs={jobs} --group_reporting" if jobs > 1 else ""))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python3 -m scripts.tbprof",
-                                description=(__doc__ or "").split("\n\n")[0])
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """The arguments tbprof and hostprof share: the kernel, the schedulers
+    compared in one boot and their tunables (parse_tune())."""
     p.add_argument("--kernel", required=True, help="test kernel release")
     p.add_argument("--schedulers", default="fifo-ref,flashfq",
                    help="compared, in one boot (default fifo-ref,flashfq)")
     p.add_argument("--tune", action="append", default=[], metavar="SCHED:NAME=VALUE",
-                   help="a tunable written before that scheduler's run, e.g. "
+                   help="a tunable written before that scheduler's runs, e.g. "
                         "flashfq:depth=256 flashfq:throttle_us=0 (the overhead suite's)")
+
+
+def select_command(sched: str, tunes: dict[str, list[tuple[str, str]]]) -> str:
+    """The guest's command that selects @sched on nullb0 and writes its
+    tunables."""
+    cmd = f"echo {sched} > /sys/block/nullb0/queue/scheduler"
+    for name, value in tunes.get(sched, []):
+        cmd += f" && echo {value} > /sys/block/nullb0/queue/iosched/{name}"
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m scripts.tbprof",
+                                description=(__doc__ or "").split("\n\n")[0])
+    add_run_args(p)
     p.add_argument("--runtime", type=float, default=2.0, help="fio seconds (default 2)")
     p.add_argument("--iodepth", type=int, default=32, help="(default 32)")
     p.add_argument("--jobs", type=int, default=1,
@@ -709,13 +753,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.locks:
             set_primitives(primitives_command(syms))
         results: dict[str, tuple[int, Counter[str]]] = {}
+        feet: dict[str, Footprint] = {}
         lock_reports: list[str] = []
         lines_by_sched: dict[str, list[Line]] = {}
         for s in scheds:
-            setup = f"echo {s} > /sys/block/nullb0/queue/scheduler"
-            for name, value in tunes.get(s, []):
-                setup += f" && echo {value} > /sys/block/nullb0/queue/iosched/{name}"
-            r = vm.run(setup + f" && {job} --runtime=1 > /dev/null")
+            r = vm.run(select_command(s, tunes) + f" && {job} --runtime=1 > /dev/null")
             if not r.ok:
                 raise RuntimeError(f"{s}: {r.out[-2000:]}")
             before = snapshot()
@@ -726,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
             whole = diff_snapshot(after, before)
             delta = whole.blocks
             results[s] = (ios, per_symbol(delta, syms))
+            feet[s] = footprint(delta, ios)
             print(f"{s}: {ios} I/Os", flush=True)
             for func in a.blocks:
                 blocks = blocks_of(delta, syms, func, ios)
@@ -737,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
                 lock_reports.append(render_locks(s, ios, sites, atomics, whole, a.least,
                                                  mods_of.get(s)))
                 lines_by_sched[s] = shared_lines(sites, atomics, s, mods_of.get(s))
-        print(render(results, a.top))
+        print(render(results, a.top, feet))
         if a.locks:
             print("\n" + "\n\n".join(lock_reports))
             print("\n" + render_ceilings(lines_by_sched, model))

@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
      "kybertune.demo", "kybertune.cli"},
     # entry points over everything (python3 -m bench hands kyber-tune's steps
     # to bench's demo)
-    {"bench.__main__", "scripts.tbprof"},
+    {"bench.__main__", "scripts.tbprof", "scripts.hostprof"},
 ]
 
 # (importer, imported) pairs allowed against the rule
@@ -45,7 +45,7 @@ KNOWN: set[tuple[str, str]] = set()
 # library modules allowed to load code by importlib or sys.path
 KNOWN_DYNAMIC: set[str] = set()
 # entry points may put the tree on sys.path (they run as scripts)
-ENTRY_POINTS = {"bench.__main__", "scripts.tbprof"}
+ENTRY_POINTS = {"bench.__main__", "scripts.tbprof", "scripts.hostprof"}
 
 
 def modules() -> dict[str, Path]:

@@ -82,6 +82,21 @@ def test_table_puts_the_largest_difference_first() -> None:
     assert len(tbprof.render(results, top=2).splitlines()) == 5
 
 
+def test_footprint_counts_block_runs_and_the_hot_blocks() -> None:
+    """Blocks run per I/O, and the blocks that ran at least once per
+    HOT_IOS I/Os (a block run 9 times in 100 I/Os is not hot)."""
+    delta = {(0x1000, 3): 250, (0x1010, 2): 10, (0x1020, 5): 9, (0x1030, 1): 0}
+    f = tbprof.footprint(delta, 100)
+    assert (f.runs, f.hot) == (269, 2)
+    assert tbprof.footprint(delta, 0).hot == 0
+    results = {"fifo-ref": (100, Counter({"a": 1000})), "flashfq": (50, Counter({"a": 800}))}
+    lines = tbprof.render(results, top=10, feet={"fifo-ref": f, "flashfq": tbprof.Footprint(
+        100, 7)}).splitlines()
+    assert lines[3].split() == ["blocks", "run", "2.7", "2.0"]
+    assert lines[4].split() == ["hot", "blocks", "(>=", "1", "per", "10", "I/Os)", "2", "7"]
+    assert lines[5].split()[0] == "a"
+
+
 def test_tune_items_by_scheduler() -> None:
     assert tbprof.parse_tune(["flashfq:depth=256", "flashfq:throttle_us=0", "k2:max_inflight=8"]) \
         == {"flashfq": [("depth", "256"), ("throttle_us", "0")], "k2": [("max_inflight", "8")]}
@@ -514,3 +529,12 @@ def test_the_job_sums_its_jobs_on_one_line() -> None:
     assert "--numjobs=2 --group_reporting" in two and "--iodepth=8" in two
     assert "--output-format=terse --terse-version=3" in two
 
+
+
+def test_select_command_writes_the_schedulers_tunables() -> None:
+    tunes = tbprof.parse_tune(["flashfq:depth=256", "flashfq:throttle_us=0"])
+    assert tbprof.select_command("flashfq", tunes) == (
+        "echo flashfq > /sys/block/nullb0/queue/scheduler"
+        " && echo 256 > /sys/block/nullb0/queue/iosched/depth"
+        " && echo 0 > /sys/block/nullb0/queue/iosched/throttle_us")
+    assert tbprof.select_command("k2", tunes) == "echo k2 > /sys/block/nullb0/queue/scheduler"

@@ -1,0 +1,179 @@
+"""Where the host's time goes per I/O when QEMU runs the overhead suite's
+job in its multi-threaded VM: python3 -m scripts.hostprof --kernel RELEASE
+--schedulers fifo-ref,flashfq [--tune flashfq:depth=256 ...] [--jobs 2].
+
+tbprof counts the guest's instructions on one vCPU; the overhead suite
+times them on two, where TCG's cost per instruction is far from even.
+This profiles QEMU itself from the host (perf record -e cpu-clock on its
+process, for a window inside each fio run) and sorts its samples by kind:
+the translated code (perf's [JIT] maps), the lookups of the next block
+after a return, an indirect call or jump, or a missed chain
+(helper_lookup_tb_ptr, its hash-table fallback qht_lookup_custom,
+curr_cflags), the guest's clock (cpu_get_ticks: rdtsc), atomic
+instructions' helpers, the rest of QEMU (translation, interrupts, timers,
+the main loop), the host kernel and the libraries.  QEMU's CPU time in
+the window (from /proc/PID/stat) over the I/Os done in it gives each
+kind in host microseconds per I/O.  The job is tbprof's (fio_job()),
+each job pinned to its own vCPU (cpus_allowed_policy=split).  Timed
+figures move 10-15 % from run to run: compare schedulers in the same
+boot, over --reps.  Needs perf (Debian's linux-perf).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from scripts import tbprof
+
+#: the kinds, in the table's order
+KINDS = ("translated", "lookup", "clock", "atomics", "qemu", "host kernel", "libs")
+LOOKUP = ("helper_lookup_tb_ptr", "qht_lookup_custom", "curr_cflags")
+_LINE = re.compile(r"\s*[\d.]+%\s+(\d+)\s+(.+?)\s+\[(.)\]\s+(.*\S)\s*$")
+
+
+def kind_of(dso: str, sym: str) -> str:
+    """The kind of a perf sample in @dso's @sym (module docstring)."""
+    if dso.startswith("[JIT]"):
+        return "translated"
+    if dso.startswith("[kernel"):
+        return "host kernel"
+    if not dso.startswith("qemu-system"):
+        return "libs"
+    if sym in LOOKUP:
+        return "lookup"
+    if sym == "cpu_get_ticks":
+        return "clock"
+    if "atomic" in sym:
+        return "atomics"
+    return "qemu"
+
+
+def parse_report(text: str) -> dict[str, float]:
+    """Per kind, the share (percent) of the samples in `perf report --stdio
+    --no-children -n --sort dso,sym` output, from the sample counts (the
+    percentages are rounded: the translated code's thousands of addresses
+    show mostly as 0.00 %)."""
+    n = dict.fromkeys(KINDS, 0)
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m:
+            n[kind_of(m.group(2), m.group(4))] += int(m.group(1))
+    total = sum(n.values())
+    return {k: 100 * v / total if total else 0.0 for k, v in n.items()}
+
+
+def per_io(shares: dict[str, float], cpu_s: float, ios: float) -> dict[str, float]:
+    """@shares (percent) of @cpu_s host CPU seconds over @ios I/Os, in us."""
+    if ios <= 0:
+        return dict.fromkeys(shares, 0.0)
+    return {k: v / 100 * cpu_s * 1e6 / ios for k, v in shares.items()}
+
+
+def render(rows: Iterable[tuple[str, float, dict[str, float]]]) -> str:
+    """One line per run: its label, IOPS, host us per I/O by kind, total."""
+    lines = ["host us per I/O".ljust(28) + f"{'IOPS':>9}"
+             + "".join(f"{k:>12}" for k in KINDS) + f"{'total':>9}"]
+    for label, iops, us in rows:
+        lines.append(label.ljust(28) + f"{iops:>9.0f}"
+                     + "".join(f"{us[k]:>12.2f}" for k in KINDS) + f"{sum(us.values()):>9.2f}")
+    return "\n".join(lines)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system time of process @pid, all its threads, in s."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m scripts.hostprof",
+                                description=(__doc__ or "").split("\n\n")[0])
+    tbprof.add_run_args(p)
+    p.add_argument("--jobs", type=int, default=2,
+                   help="fio jobs, each pinned to its own vCPU (default 2; 1 or 2)")
+    p.add_argument("--runtime", type=float, default=6.0,
+                   help="fio seconds (default 6; the window is this less 2)")
+    p.add_argument("--reps", type=int, default=2, help="runs of each scheduler (default 2)")
+    p.add_argument("--iodepth", type=int, default=32, help="per job (default 32)")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each run's perf.data in DIR (REP-SCHED.data) for perf report")
+    p.add_argument("--no-build", action="store_true",
+                   help="boot with the modules already in .build/KERNEL")
+    a = p.parse_args(argv)
+    if a.jobs not in (1, 2) or a.runtime < 3 or a.reps < 1:
+        p.error("--jobs 1 or 2, --runtime at least 3, --reps at least 1")
+    try:
+        tunes = tbprof.parse_tune(a.tune)
+    except ValueError as e:
+        p.error(str(e))
+    perf = shutil.which("perf")
+    if perf is None:
+        p.error("perf not found (Debian's linux-perf; scripts/setup installs it)")
+    scheds = [s for s in a.schedulers.split(",") if s]
+
+    from bench import modules
+    from bench.suites.overhead import NULL_BLK
+    from bench.vm import booted
+
+    params = " ".join(f"{k}={v}" for k, v in NULL_BLK.items())
+    job = (tbprof.fio_job(a.iodepth, a.jobs)
+           + f" --cpus_allowed=0-{a.jobs - 1} --cpus_allowed_policy=split")
+    window = a.runtime - 2
+    rows: list[tuple[str, float, dict[str, float]]] = []
+    with booted(a.kernel, build=not a.no_build, tcg_thread="multi", smp=2) as target, \
+            tempfile.TemporaryDirectory(prefix="hostprof-") as tmp:
+        out_dir = a.keep or Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        vm = target.vm
+        assert vm.proc is not None
+        pid = vm.proc.pid
+        mods = " ".join(f"modprobe {m};" for m in modules.elevators().values())
+        r = vm.run(f"modprobe null_blk {params} && {mods} true")
+        if not r.ok:
+            raise RuntimeError(f"setting up the guest failed: {r.out[-2000:]}")
+        for rep in range(a.reps):
+            for s in scheds:
+                r = vm.run(tbprof.select_command(s, tunes) + f" && {job} --runtime=1 > /dev/null")
+                if not r.ok:
+                    raise RuntimeError(f"{s}: {r.out[-2000:]}")
+                data = out_dir / f"{rep + 1}-{s}.data"
+                cpu: list[float] = []
+
+                def record() -> None:
+                    time.sleep(1.0)
+                    c0 = cpu_seconds(pid)
+                    subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-p", str(pid),
+                                    "-o", str(data), "--", "sleep", f"{window:g}"],
+                                   check=True, capture_output=True)
+                    cpu.append(cpu_seconds(pid) - c0)
+
+                th = threading.Thread(target=record)
+                th.start()
+                r = vm.run(f"{job} --runtime={a.runtime:g} | cut -d';' -f6", timeout=600)
+                th.join()
+                if not r.ok or not cpu:
+                    raise RuntimeError(f"{s}: the run failed: {r.out[-2000:]}")
+                iops = int(r.out.strip().split()[-1]) * 1024 / tbprof.BS / a.runtime
+                rep_out = subprocess.run([perf, "report", "-i", str(data), "--stdio",
+                                          "--no-children", "-n", "--sort", "dso,sym"],
+                                         check=True, capture_output=True, text=True).stdout
+                us = per_io(parse_report(rep_out), cpu[0], iops * window)
+                rows.append((f"{s} (run {rep + 1})", iops, us))
+                print(render(rows[-1:]).splitlines()[1], flush=True)
+    print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
