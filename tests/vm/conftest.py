@@ -210,6 +210,13 @@ done""")
 for m in {mods}; do grep -q "^$m " /proc/modules && rmmod $m 2>/dev/null; done
 true""")
 
+    def depot_pools(self) -> int | None:
+        """The stack depot's pools in use (DEPOT_POOLS_CAP), None on a
+        kernel without the depot's statistics."""
+        r = self.run("cat /sys/kernel/debug/stackdepot/stats 2>/dev/null")
+        m = re.search(r"^pools: (\d+)$", r.out, re.M) if r.rc == 0 else None
+        return int(m.group(1)) if m else None
+
     def take_leaks(self) -> str:
         """Scan for leaks and return kmemleak's report of those not yet
         seen ("" if none; always "" on a kernel without kmemleak).
@@ -225,6 +232,17 @@ echo clear > {KMEMLEAK}
 """, timeout=600).strip()
 
 
+# The debug kernel's stack depot (lib/stackdepot.c) keeps every distinct
+# stack trace KASAN and kmemleak save, in at most DEPOT_POOLS_CAP pools of
+# 16 KiB, and never frees them; full, it warns ("Stack depot reached limit
+# capacity") and saves no more.  A module loaded again lies at another
+# address, so each load adds new traces of the paths through it: in one
+# boot of the debug tier (32 tests, the modules loaded again for most)
+# it filled at 601 s of uptime, during the last test file but one.  After
+# a test file that leaves it at DEPOT_POOLS_REBOOT or more, the next test
+# boots a new VM.
+DEPOT_POOLS_CAP = 8192
+DEPOT_POOLS_REBOOT = DEPOT_POOLS_CAP // 2
 # CONFIG_LOCALVERSION of the debug kernel (tests/debug/kernel.config)
 DEBUG_LOCALVERSION = "-ssd-debug"
 # The debug kernel's guest has one vCPU: with two, beside the VM tiers'
@@ -405,6 +423,7 @@ class VMs:
     died), or the current one (None: none yet)."""
     get: Callable[[], Guest]
     current: Callable[[], Guest | None]
+    retire: Callable[[], None]   # stop the VM: the next get() boots one
 
 
 def boot_guest(cfg: VMConfig) -> Guest:
@@ -466,7 +485,12 @@ def vm_factory(request: pytest.FixtureRequest) -> Iterator[VMs]:
             state["guest"] = g
         return g
 
-    yield VMs(get, lambda: state["guest"])
+    def retire() -> None:
+        if state["vm"] is not None:
+            state["vm"].cleanup()
+        state["vm"] = state["guest"] = None
+
+    yield VMs(get, lambda: state["guest"], retire)
     if state["vm"] is not None:
         state["vm"].cleanup()
 
@@ -596,5 +620,12 @@ def leak_scan(vm_factory: VMs, request: pytest.FixtureRequest) -> Iterator[None]
     g = vm_factory.current()
     if g is not None and not g.dead:
         leaks = g.take_leaks()
+        depot = g.depot_pools()
+        if depot is not None:
+            print(f"\nstack depot after {request.module.__name__}: {depot} pools of "
+                  f"{DEPOT_POOLS_CAP}", flush=True)
+            if depot >= DEPOT_POOLS_REBOOT:
+                print("the next test boots a new VM", flush=True)
+                vm_factory.retire()
         assert not leaks, (f"kmemleak after the tests of {request.module.__name__}:\n"
                            + "\n".join(leaks.splitlines()[:60]))
