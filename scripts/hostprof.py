@@ -149,21 +149,27 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError(f"{s}: {r.out[-2000:]}")
                 data = out_dir / f"{rep + 1}-{s}.data"
                 cpu: list[float] = []
+                rec: list[subprocess.CompletedProcess[str]] = []
 
-                def record() -> None:
+                def record(data: Path = data, cpu: list[float] = cpu,
+                           rec: list[subprocess.CompletedProcess[str]] = rec) -> None:
                     time.sleep(1.0)
                     c0 = cpu_seconds(pid)
-                    subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-p", str(pid),
-                                    "-o", str(data), "--", "sleep", f"{window:g}"],
-                                   check=True, capture_output=True)
+                    rec.append(subprocess.run(
+                        [perf, "record", "-q", "-e", "cpu-clock", "-p", str(pid),
+                         "-o", str(data), "--", "sleep", f"{window:g}"],
+                        capture_output=True, text=True))
                     cpu.append(cpu_seconds(pid) - c0)
 
                 th = threading.Thread(target=record)
                 th.start()
                 r = vm.run(f"{job} --runtime={a.runtime:g} | cut -d';' -f6", timeout=600)
                 th.join()
-                if not r.ok or not cpu:
-                    raise RuntimeError(f"{s}: the run failed: {r.out[-2000:]}")
+                if not r.ok:
+                    raise RuntimeError(f"{s}: fio failed: {r.out[-2000:]}")
+                if not rec or rec[0].returncode != 0:
+                    raise RuntimeError(f"{s}: perf record failed: "
+                                       + (rec[0].stderr[-2000:] if rec else "no result"))
                 iops = int(r.out.strip().split()[-1]) * 1024 / tbprof.BS / a.runtime
                 rep_out = subprocess.run([perf, "report", "-i", str(data), "--stdio",
                                           "--no-children", "-n", "--sort", "dso,sym"],
