@@ -126,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
     from bench.suites.overhead import NULL_BLK
     from bench.vm import booted
 
-    params = " ".join(f"{k}={v}" for k, v in NULL_BLK.items())
     job = (tbprof.fio_job(a.iodepth, a.jobs)
            + f" --cpus_allowed=0-{a.jobs - 1} --cpus_allowed_policy=split")
     window = a.runtime - 2
@@ -138,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         vm = target.vm
         assert vm.proc is not None
         pid = vm.proc.pid
-        mods = " ".join(f"modprobe {m};" for m in modules.elevators().values())
-        r = vm.run(f"modprobe null_blk {params} && {mods} true")
+        r = vm.run(tbprof.load_command(NULL_BLK, modules.elevators().values()) + " true")
         if not r.ok:
             raise RuntimeError(f"setting up the guest failed: {r.out[-2000:]}")
         for rep in range(a.reps):

@@ -538,3 +538,8 @@ def test_select_command_writes_the_schedulers_tunables() -> None:
         " && echo 256 > /sys/block/nullb0/queue/iosched/depth"
         " && echo 0 > /sys/block/nullb0/queue/iosched/throttle_us")
     assert tbprof.select_command("k2", tunes) == "echo k2 > /sys/block/nullb0/queue/scheduler"
+
+
+def test_load_command_loads_null_blk_then_the_elevators() -> None:
+    assert tbprof.load_command({"queue_mode": 2, "gb": 16}, ["k2-iosched", "flashfq-iosched"]) \
+        == "modprobe null_blk queue_mode=2 gb=16 && modprobe k2-iosched; modprobe flashfq-iosched;"

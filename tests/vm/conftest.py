@@ -620,7 +620,7 @@ def leak_scan(vm_factory: VMs, request: pytest.FixtureRequest) -> Iterator[None]
     g = vm_factory.current()
     if g is not None and not g.dead:
         leaks = g.take_leaks()
-        depot = g.depot_pools()
+        depot = g.depot_pools() if g.debug_kernel else None
         if depot is not None:
             print(f"\nstack depot after {request.module.__name__}: {depot} pools of "
                   f"{DEPOT_POOLS_CAP}", flush=True)
