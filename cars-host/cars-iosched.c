@@ -396,16 +396,28 @@ static void cars_post_release(struct cars_data *cd, u64 word)
 }
 
 /*
- * Apply the releases posted since the last call to the die model: the
- * first thing every section under cd->lock that reads the dies does.
- * Each marked die's count is taken after its mark (a full barrier each),
- * so a count posted after the mark was taken leaves the die marked.
+ * The time of a section under cd->lock, read once (*@now, 0: not yet) and
+ * from the plug's cached clock where there is one (compat_blk_time_ns()):
+ * the die model counts in microseconds of flash operations.
  */
-static void cars_apply_posted(struct cars_data *cd)
+static u64 cars_now(u64 *now)
+{
+	if (!*now)
+		*now = compat_blk_time_ns();
+	return *now;
+}
+
+/*
+ * Apply the releases posted since the last call to the die model: the
+ * first thing every section under cd->lock that reads the dies does, with
+ * the section's time (cars_now()).  Each marked die's count is taken
+ * after its mark (a full barrier each), so a count posted after the mark
+ * was taken leaves the die marked.
+ */
+static void cars_apply_posted(struct cars_data *cd, u64 *now)
 {
 	struct cars_posted *pd = &cd->posted;
 	unsigned long mask;
-	u64 now = 0;
 	u32 w, b;
 
 	lockdep_assert_held(&cd->lock);
@@ -414,13 +426,12 @@ static void cars_apply_posted(struct cars_data *cd)
 		if (!READ_ONCE(pd->dies[w]))
 			continue;
 		mask = xchg(&pd->dies[w], 0);
-		if (!now)
-			now = ktime_get_ns();
 		for_each_set_bit(b, &mask, BITS_PER_LONG) {
 			u32 die = w * BITS_PER_LONG + b;
 
 			cars_completed_on(&cd->s, die,
-					  atomic_xchg(&pd->done[die], 0), now);
+					  atomic_xchg(&pd->done[die], 0),
+					  cars_now(now));
 		}
 	}
 }
@@ -432,11 +443,13 @@ static void cars_apply_posted(struct cars_data *cd)
  */
 static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
 {
+	u64 now = 0;
+
 	lockdep_assert_held(&cd->lock);
 
 	/* releases posted for the old geometry go to it, not the new one */
 	if (geometry)
-		cars_apply_posted(cd);
+		cars_apply_posted(cd, &now);
 	cd->s.p = cars_params_of(cd);
 	if (geometry)
 		cars_reset_geometry(&cd->s, cd->map_mem, CARS_MAP_CHUNKS);
@@ -550,7 +563,7 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 {
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 	struct request *rq;
-	u64 now = ktime_get_ns();
+	u64 now = compat_blk_time_ns();
 	bool owned;
 
 	list_for_each_entry(rq, list, queuelist) {
@@ -584,19 +597,21 @@ static void cars_take_inbox(struct cars_data *cd, struct list_head *free)
  * of another ends the batch, so that the requests reach the device in the
  * order their dies were predicted in (elevator/iosched-batch.h).
  * @released: cd->posted.released, read before the postings were applied.
- * Sets *@again when it held requests back as a release was posted: the
- * caller applies it and decides again (cars_hold()).
+ * @now: the section's time (cars_now()).  Sets *@again when it held
+ * requests back as a release was posted: the caller applies it and
+ * decides again (cars_hold()).
  */
 static struct request *__cars_dispatch_request(struct cars_data *cd,
 					       const struct blk_mq_hw_ctx *batch,
-					       s64 released, bool *again)
+					       s64 released, u64 *now,
+					       bool *again)
 {
 	struct cars_choice c;
 	struct cars_place pl;
 	struct cars_flow *f;
 	struct request *rq;
 	u32 n = 0, depth;
-	u64 now, inflight;
+	u64 inflight;
 
 	lockdep_assert_held(&cd->lock);
 
@@ -635,9 +650,9 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 		if (n == CARS_SCAN)
 			break;
 	}
-	now = ktime_get_ns();
 	/* room: every queued request fits in the free slots */
-	c = cars_pick(&cd->s, cd->heads, n, now, cd->queued <= depth - inflight);
+	c = cars_pick(&cd->s, cd->heads, n, cars_now(now),
+		      cd->queued <= depth - inflight);
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
 	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {
@@ -669,7 +684,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	/* As mq-deadline: no more merging into a request handed out. */
 	rq->rq_flags |= RQF_STARTED;
 	pl = cars_dispatched(&cd->s, (unsigned long)f, blk_rq_pos(rq),
-			     blk_rq_sectors(rq), cars_rq_op(rq), now);
+			     blk_rq_sectors(rq), cars_rq_op(rq), *now);
 	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
 	WRITE_ONCE(cd->placed, cd->placed + 1);
 	f->dispatched++;
@@ -686,6 +701,7 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct request *rq;
 	bool again;
 	s64 released;
+	u64 now = 0;
 	LIST_HEAD(free);
 
 	spin_lock(&cd->lock);
@@ -694,8 +710,9 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	do {
 		again = false;
 		released = atomic64_read(&cd->posted.released);
-		cars_apply_posted(cd);
-		rq = __cars_dispatch_request(cd, batch, released, &again);
+		cars_apply_posted(cd, &now);
+		rq = __cars_dispatch_request(cd, batch, released, &now,
+					     &again);
 	} while (again);
 	iosched_batch_note(cd->batch, hctx, rq);
 	spin_unlock(&cd->lock);
@@ -1115,12 +1132,12 @@ static int cars_dbg_dies_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
 	struct cars_data *cd = q->elevator->elevator_data;
-	u64 now;
+	u64 now = 0;
 	u32 i;
 
 	spin_lock(&cd->lock);
-	cars_apply_posted(cd);
-	now = ktime_get_ns();
+	cars_apply_posted(cd, &now);
+	cars_now(&now);
 	for (i = 0; i < cd->s.p.nr_dies; i++) {
 		const struct cars_die *d = &cd->die[i];
 		enum cars_die_state st = cars_die_state(d, now);

@@ -119,6 +119,23 @@ static inline unsigned int compat_shallow_depth(struct blk_mq_hw_ctx *hctx,
 #endif
 
 /*
+ * The block layer's clock for a scheduler's own time stamps: from 6.9 on,
+ * blk_time_get_ns() (block/blk.h), which in a task holding a plug reads
+ * the clock once per plug and returns that reading until the task
+ * schedules or the plug ends, as blk-mq's own stamps of a request do
+ * (rq->start_time_ns, io_start_time_ns, the time a completion is passed);
+ * before 6.9, and outside a plug, ktime_get_ns().  A macro: the caller
+ * includes blk.h, which a driver (ssdsim) does not.  A stamp so taken may
+ * lag the clock by the plug's life, microseconds; use it where that is
+ * below what the stamp measures.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 9, 0)
+#define compat_blk_time_ns()	ktime_get_ns()
+#else
+#define compat_blk_time_ns()	blk_time_get_ns()
+#endif
+
+/*
  * depth_updated(), called when nr_requests changes (the scheduler tags are
  * then reallocated): for each hardware queue until 6.17.3/6.18, for the
  * request queue since.  An elevator writes it once against

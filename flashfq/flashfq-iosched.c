@@ -931,7 +931,12 @@ static noinline void __ffq_drain(struct ffq_data *fd)
 	due = test_bit(FFQ_DUE, &fd->flags) &&
 	      test_and_clear_bit(FFQ_DUE, &fd->flags);
 	if (due || first) {
-		u64 now = ktime_get_ns();
+		/*
+		 * A plug's time may lag: an anticipation's deadline it does
+		 * not reach is the timer's, armed for it; one the timer found
+		 * due is ended by the clock's.
+		 */
+		u64 now = due ? ktime_get_ns() : compat_blk_time_ns();
 
 		if (due || first <= now)
 			ffq_expire(fd, now);
@@ -1156,7 +1161,8 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	list_add_tail(&slot->node, &tq->inflight);
 	slot->tq = tq;
 	slot->start = start;
-	now = ktime_get_ns();
+	/* a plug's time, as blk-mq's completion time may be (compat) */
+	now = compat_blk_time_ns();
 	slot->dispatch_ns = now;
 	slot->done_ns = 0;
 	slot->requeued = false;
@@ -1425,11 +1431,13 @@ static void ffq_finish_request(struct request *rq)
 	if (likely(slot)) {
 		slot->sync = flags & FFQ_RQ_SYNC;
 		/*
-		 * Its time, for an anticipation and the learnt costs: blk-mq's
-		 * may be a plug's, cached before the dispatch when the driver
-		 * completed the request inline (a write its buffer took).
+		 * Its time, for an anticipation and the learnt costs: blk-mq's,
+		 * which may be a plug's, cached before the dispatch when the
+		 * driver completed the request inline (a write its buffer
+		 * took), or the dispatch's own when both came from the same
+		 * plug (nothing learnt: ffq_learn_done()).
 		 */
-		if (slot->done_ns <= slot->dispatch_ns)
+		if (slot->done_ns < slot->dispatch_ns || !slot->done_ns)
 			slot->done_ns = ktime_get_ns();
 		if (trace_flashfq_complete_enabled())
 			ffq_trace_complete(fd, rq, slot);
