@@ -150,10 +150,14 @@
  * as for K2's throttle flag: dispatch sets the flag and, after a full
  * barrier, looks again for postings (deciding again if there are any); a
  * poster posts and, after a full barrier, tests the flag; one of the two
- * sees the other.  The hrtimer is armed, under fd->lock, for the earliest
- * anticipation deadline.  Without FFQ_HELD nothing waits for a completion
- * or a deadline: the core runs the queues after every insert, and the
- * next section under the lock applies them first.  exit_icq may not run
+ * sees the other.  A dispatch that holds requests back for an
+ * anticipation (blocking, or pacing) arms the hrtimer, under fd->lock,
+ * for the earliest anticipation deadline (ffq_arm_timer()); nothing else
+ * arms it.  Without FFQ_HELD nothing waits for a completion or a
+ * deadline: the core runs the queues after every insert, and the next
+ * section under the lock applies the completions and ends the deadlines
+ * due by its time first (ffq_drain()), so the timer, which would cost an
+ * interrupt each anticipation period, is not needed.  exit_icq may not run
  * the queues: a blocking anticipation its exit ends holds dispatch until
  * the next posting or insert, or the end of the blocking period, when the
  * hrtimer's kick starts a dispatch.
@@ -169,9 +173,13 @@
  * changes it carries (ffq_post_notice()).  Every section under fd->lock
  * starts with ffq_drain(): it takes the whole list and applies the
  * postings in the order they were made (the slot back, the task's facts,
- * an anticipation started at the completion's own time, the exit), then,
- * if the hrtimer flagged a deadline or an anticipation it just started
- * may be over already, ends what is due by now (ffq_expire()).  So:
+ * an anticipation started at the completion's own time, the exit), then
+ * ends the anticipation deadlines due by the section's time, or flagged
+ * by the hrtimer (ffq_expire()).  The section's time is the block layer's
+ * clock (compat_blk_time_ns(): in a task holding a plug, the plug's
+ * reading), which may lag the clock by the plug's life: a deadline passed
+ * within it ends at the next section after, or when the timer of a held
+ * dispatch fires.  So:
  *  - Every decision (a tag, a dispatch, the throttle, a hold, a merge) is
  *    made under fd->lock after the drain, on the state applying every
  *    completion at once would have given: the same free slots, the same
@@ -184,12 +192,11 @@
  *    once; the unit tests run their random workload both ways and compare
  *    them.
  *  - What waits is when the effects are seen: a held dispatch is re-run
- *    at once as before (the kick), and applies the completion first; the
- *    hrtimer is armed for a new anticipation's deadline at the next
- *    section (the deadline counts from the completion's time, and the
- *    section ends it if it has passed); debugfs, and the flashfq_vtime
- *    and flashfq_antic_* events, show an update at the section that
- *    applies it (their timestamps move, not their values).
+ *    at once as before (the kick), and applies the completion first; a
+ *    deadline ends at the first section at or after it (or when a held
+ *    dispatch's timer fires); debugfs, and the flashfq_vtime and
+ *    flashfq_antic_* events, show an update at the section that applies
+ *    it (their timestamps move, not their values).
  *    flashfq_complete fires in finish_request with the in-flight count of
  *    the last section (this request's slot still counted).
  *  - An exit ends its task's anticipation at the next section (Restart:
@@ -200,8 +207,7 @@
  * Deferred updates
  * ----------------
  * A completion that starts its task's anticipation (applied by
- * ffq_drain()) arms the timer for its deadline but leaves the task's
- * places in the heaps for later (ffq_defer(), fd->s.deferred, under
+ * ffq_drain()) leaves the task's places in the heaps for later (ffq_defer(), fd->s.deferred, under
  * fd->lock): every section under the lock first makes that update
  * (ffq_settle_deferred()), except the insert of the same task's next
  * request, whose own update makes it.  A lone
@@ -380,7 +386,7 @@ struct ffq_data {
 					 */
 	unsigned int nr_bypass;		/* requests on @bypass */
 	struct ffq_tq *bio_tq;		/* bio_merge: the bio's task */
-	struct hrtimer timer;		/* earliest anticipation deadline */
+	struct hrtimer timer;		/* held dispatch: earliest deadline */
 	u64 timer_at;			/* when it is armed for, 0: not */
 	struct ffq_stats stats;
 	/* a slot's fields: see struct ffq_slot */
@@ -524,34 +530,27 @@ static u64 ffq_us(unsigned int *tunable)
 }
 
 /*
- * Arm the hrtimer for anticipation deadline @at unless armed for one at
- * most as late.  While any task is anticipated the timer is armed for the
- * earliest deadline or before (each new one is offered here, and
- * ffq_expire() arms it for the next once the one it was armed for is
- * due), so a new deadline is all it needs.
+ * Dispatch holds requests back for an anticipation (blocking, or pacing):
+ * arm the hrtimer for the earliest anticipation deadline unless it is
+ * armed for one at most as late ("Restart" above).  @fd->timer_at is
+ * reset once a section has passed it (ffq_expire()), so a timer armed for
+ * it has fired or is about to.
  */
-static inline void ffq_arm_at(struct ffq_data *fd, u64 at)
-{
-	lockdep_assert_held(&fd->lock);
-
-	if (fd->timer_at && fd->timer_at <= at)
-		return;
-	fd->timer_at = at;
-	hrtimer_start(&fd->timer, ns_to_ktime(at), HRTIMER_MODE_ABS);
-}
-
-/* Arm the hrtimer for the earliest anticipation deadline if earlier. */
-static inline void ffq_arm_timer(struct ffq_data *fd)
+static void ffq_arm_timer(struct ffq_data *fd)
 {
 	u64 next = ffq_next_deadline(&fd->s);
 
-	if (next)
-		ffq_arm_at(fd, next);
+	lockdep_assert_held(&fd->lock);
+
+	if (!next || (fd->timer_at && fd->timer_at <= next))
+		return;
+	fd->timer_at = next;
+	hrtimer_start(&fd->timer, ns_to_ktime(next), HRTIMER_MODE_ABS);
 }
 
 /*
  * The facts of @tq changed: give the core its queue heads, let it re-order
- * the task, keep the active list and the timer in step.  Inlined where it
+ * the task, keep the active list in step.  Inlined where it
  * runs for every request (insert, completion: the call and its reloads
  * would be paid per request), called elsewhere (ffq_refresh()).
  */
@@ -581,7 +580,6 @@ static __always_inline void __ffq_refresh(struct ffq_data *fd,
 	} else {
 		list_del_init(&tq->active_node);
 	}
-	ffq_arm_timer(fd);
 }
 
 static noinline void ffq_refresh(struct ffq_data *fd, struct ffq_tq *tq)
@@ -739,9 +737,9 @@ static inline void ffq_free_slot(struct ffq_data *fd, struct ffq_slot *slot)
 }
 
 /*
- * The hrtimer found a deadline due (FFQ_DUE), or a completion applied late
- * started an anticipation whose deadline may have passed: end the blocking
- * periods and anticipations due at @now, and arm the timer for the next.
+ * A deadline is due at @now (ffq_drain()): end the blocking periods and
+ * anticipations due then.  The timer is armed again only by a dispatch
+ * that holds requests back (ffq_arm_timer()).
  */
 static noinline void ffq_expire(struct ffq_data *fd, u64 now)
 {
@@ -765,7 +763,6 @@ static noinline void ffq_expire(struct ffq_data *fd, u64 now)
 		}
 		ffq_refresh(fd, tq);
 	}
-	ffq_arm_timer(fd);
 }
 
 /*
@@ -824,13 +821,11 @@ static void ffq_learn_done(struct ffq_data *fd, struct ffq_slot *slot)
  * Apply the completion recorded in @slot, as finish_request did when it
  * took fd->lock: the slot goes back, and the task's anticipation starts at
  * the completion's time.  Drops the request's reference to the task.
- * Returns the deadline of the anticipation it started, 0 if none.
  */
-static u64 ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
+static void ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
 {
 	struct ffq_tq *tq = slot->tq;
 	struct ffq_task *t = &tq->task;
-	u64 deadline = 0;
 
 	ffq_settle_deferred(fd, tq);
 	ffq_learn_done(fd, slot);
@@ -846,18 +841,15 @@ static u64 ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
 		/*
 		 * The task stays active and nothing else changed: its update
 		 * can wait for its next request, which then makes it alone
-		 * (ffq_defer()), or for anything else.  Only the deadline
-		 * must be armed now.
+		 * (ffq_defer()), or for anything else.  Its deadline is
+		 * ffq_next_deadline()'s already.
 		 */
 		ffq_defer(&fd->s, t);
-		deadline = ffq_task_deadline(t);
-		ffq_arm_at(fd, deadline);
 	} else {
 		__ffq_refresh(fd, tq);
 	}
 	/* not the last if it anticipates: its io_cq holds one */
 	ffq_tq_put(tq);
-	return deadline;
 }
 
 /*
@@ -907,7 +899,7 @@ static void ffq_apply_notice(struct ffq_data *fd, struct ffq_tq *tq)
 static noinline void __ffq_drain(struct ffq_data *fd)
 {
 	struct llist_node *node, *next;
-	u64 first = 0;
+	u64 deadline;
 	bool due;
 
 	node = llist_del_all(&fd->done);
@@ -916,49 +908,53 @@ static noinline void __ffq_drain(struct ffq_data *fd)
 		node = llist_reverse_order(node);
 	llist_for_each_safe(node, next, node) {
 		struct ffq_rec *rec = container_of(node, struct ffq_rec, node);
-		u64 at;
 
-		if (rec->kind == FFQ_REC_NOTICE) {
+		if (rec->kind == FFQ_REC_NOTICE)
 			ffq_apply_notice(fd, container_of(rec, struct ffq_tq,
 							  rec));
-			continue;
-		}
-		at = ffq_apply_done(fd, container_of(rec, struct ffq_slot,
-						     rec));
-		if (at && (!first || at < first))
-			first = at;
+		else
+			ffq_apply_done(fd, container_of(rec, struct ffq_slot,
+							rec));
 	}
 	due = test_bit(FFQ_DUE, &fd->flags) &&
 	      test_and_clear_bit(FFQ_DUE, &fd->flags);
-	if (due || first) {
-		/*
-		 * A plug's time may lag: an anticipation's deadline it does
-		 * not reach is the timer's, armed for it; one the timer found
-		 * due is ended by the clock's.
-		 */
+	deadline = ffq_next_deadline(&fd->s);
+	if (due || deadline) {
+		/* what the timer found due ends by the clock, not a plug's */
 		u64 now = due ? ktime_get_ns() : compat_blk_time_ns();
 
-		if (due || first <= now)
+		if (due || deadline <= now)
 			ffq_expire(fd, now);
 	}
 }
 
 /*
  * Apply what was posted for the next holder of fd->lock, in the order it
- * was posted ("Deferred completions" above); then, if the hrtimer found a
- * deadline due or an anticipation just started from a completion's own
- * time may be over already, handle the due deadlines.  Every section
- * under fd->lock starts with this, so nothing reads the scheduler's state
- * before it is up to date.  The test is inline: most sections (an insert,
- * the dispatch that ends a batch) find nothing posted.
+ * was posted ("Deferred completions" above); then end the anticipation
+ * deadlines due by the section's time (the block layer's clock: a plug's
+ * reading in a task holding one) or that the hrtimer found due (by the
+ * clock's).  Every section under fd->lock starts with this, so nothing
+ * reads the scheduler's state before it is up to date.  The tests are
+ * inline: most sections (an insert, the dispatch that ends a batch) find
+ * nothing posted, and no deadline or one not yet due.
  */
 static __always_inline void ffq_drain(struct ffq_data *fd)
 {
+	u64 deadline, now;
+
 	lockdep_assert_held(&fd->lock);
 
 	if (unlikely(!llist_empty(&fd->done)) ||
-	    unlikely(test_bit(FFQ_DUE, &fd->flags)))
+	    unlikely(test_bit(FFQ_DUE, &fd->flags))) {
 		__ffq_drain(fd);
+		return;
+	}
+	deadline = ffq_next_deadline(&fd->s);
+	if (!deadline)
+		return;
+	now = compat_blk_time_ns();
+	if (unlikely(deadline <= now))
+		ffq_expire(fd, now);
 }
 
 /*
@@ -1253,6 +1249,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		struct ffq_tq *tq = container_of(b, struct ffq_tq, task.block);
 
 		fd->stats.held_antic++;
+		ffq_arm_timer(fd);
 		trace_flashfq_throttled(fd->q, tq->pid, true, r->key - b->key,
 					ffq_us(&fd->throttle_us),
 					fd->s.inflight, fd->queued);
@@ -1263,6 +1260,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		struct ffq_tq *tq = container_of(r, struct ffq_tq, task.ready);
 
 		fd->stats.held_throttle++;
+		ffq_arm_timer(fd);
 		trace_flashfq_throttled(fd->q, tq->pid, false, gap,
 					ffq_us(&fd->throttle_us),
 					fd->s.inflight, fd->queued);
@@ -1485,12 +1483,12 @@ static void ffq_requeue_request(struct request *rq)
 }
 
 /*
- * Anticipation deadlines: the earliest one is due.  In hard interrupt
- * context, so it takes no lock: it flags the deadline (FFQ_DUE) for the
- * next holder of fd->lock, which ends it (ffq_expire()) and arms the timer
- * for the next, and re-runs the hardware queues if dispatch held requests
- * back, which makes that holder a dispatch.  Without a hold nothing waits
- * for the deadline: the next section under the lock handles it first.
+ * Anticipation deadlines: the earliest one when a dispatch held requests
+ * back (ffq_arm_timer()) is due.  In hard interrupt context, so it takes
+ * no lock: it flags the deadline (FFQ_DUE) for the next holder of
+ * fd->lock, which ends it by the clock (ffq_drain()), and re-runs the
+ * hardware queues if dispatch still holds requests back, which makes that
+ * holder a dispatch (which arms the timer again if it holds again).
  */
 static enum hrtimer_restart ffq_timer_fn(struct hrtimer *timer)
 {
