@@ -617,6 +617,33 @@ static inline struct cars_choice cars_pick(const struct cars_sched *s,
 }
 
 /*
+ * cars_pick_first() - whether cars_pick() takes @h, the first of its heads
+ * in round-robin order, whatever heads follow it: it returns the first
+ * head it does not pass over, and the others matter to the first only
+ * through the throttle (is any head another flow's?), so a head of the
+ * flow that is at its throttle_size gets false here (the caller then
+ * gives cars_pick() every head).  True means cars_pick() would give
+ * { .idx = 0 } and nothing skipped, forced or missed.  Lets the glue look
+ * at one head when that one goes, the common case.
+ */
+static inline bool cars_pick_first(const struct cars_sched *s,
+				   const struct cars_head *h, u64 now)
+{
+	struct cars_place pl;
+
+	if (s->p.throttle_size && h->flow == s->last_flow &&
+	    s->consec >= s->p.throttle_size)
+		return false;
+	if (!s->p.filter)
+		return true;
+	pl = cars_place(s, h->sector, h->nr_sectors, h->op, NULL);
+	if (cars_die_busy(&s->die[pl.die], now))
+		return false;
+	return !s->cmt_on ||
+	       cars_lru_find(&s->cmt, cars_region(s, h->sector)) != CARS_NONE;
+}
+
+/*
  * cars_count_pick() - add a pick's skips and forced dispatch to the
  * statistics (once per dispatch actually made, or once per empty pick).
  */

@@ -591,6 +591,44 @@ static void cars_take_inbox(struct cars_data *cd, struct list_head *free)
 	}
 }
 
+/* Entry @n of what cars_pick() looks at: @rq, the request of flow @f. */
+static __always_inline void cars_head(struct cars_data *cd, u32 n,
+				      struct cars_flow *f, struct request *rq)
+{
+	cd->heads[n].flow = (unsigned long)f;
+	cd->heads[n].sector = blk_rq_pos(rq);
+	cd->heads[n].nr_sectors = blk_rq_sectors(rq);
+	cd->heads[n].op = cars_rq_op(rq);
+	cd->heads[n].arrival = cars_rq_time(rq);
+	cd->head_flow[n] = f;
+	cd->head_rq[n] = rq;
+}
+
+/*
+ * Fill what cars_pick() looks at: the oldest cd->lookahead requests of
+ * each flow in round-robin order, CARS_SCAN in all.  Returns how many.
+ */
+static u32 cars_heads(struct cars_data *cd)
+{
+	struct cars_flow *f;
+	struct request *rq;
+	u32 n = 0, k;
+
+	lockdep_assert_held(&cd->lock);
+
+	list_for_each_entry(f, &cd->rr, rr_node) {
+		k = 0;
+		list_for_each_entry(rq, &f->fifo, queuelist) {
+			cars_head(cd, n, f, rq);
+			if (++n == CARS_SCAN || ++k == cd->lookahead)
+				break;
+		}
+		if (n == CARS_SCAN)
+			break;
+	}
+	return n;
+}
+
 /*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); the pick of a request
@@ -610,7 +648,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	struct cars_place pl;
 	struct cars_flow *f;
 	struct request *rq;
-	u32 n = 0, depth;
+	u32 depth;
 	u64 inflight;
 
 	lockdep_assert_held(&cd->lock);
@@ -632,27 +670,15 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 			cd->counts.held_depth++;
 		return NULL;
 	}
-	list_for_each_entry(f, &cd->rr, rr_node) {
-		unsigned int k = 0;
-		struct request *h;
-
-		list_for_each_entry(h, &f->fifo, queuelist) {
-			cd->heads[n].flow = (unsigned long)f;
-			cd->heads[n].sector = blk_rq_pos(h);
-			cd->heads[n].nr_sectors = blk_rq_sectors(h);
-			cd->heads[n].op = cars_rq_op(h);
-			cd->heads[n].arrival = cars_rq_time(h);
-			cd->head_flow[n] = f;
-			cd->head_rq[n] = h;
-			if (++n == CARS_SCAN || ++k == cd->lookahead)
-				break;
-		}
-		if (n == CARS_SCAN)
-			break;
-	}
-	/* room: every queued request fits in the free slots */
-	c = cars_pick(&cd->s, cd->heads, n, cars_now(now),
-		      cd->queued <= depth - inflight);
+	/* the first flow's oldest, which mostly goes: cars_pick_first() */
+	f = list_first_entry(&cd->rr, struct cars_flow, rr_node);
+	cars_head(cd, 0, f, list_first_entry(&f->fifo, struct request,
+					     queuelist));
+	if (cars_pick_first(&cd->s, &cd->heads[0], cars_now(now)))
+		c = (struct cars_choice){ .idx = 0, .first_skip = CARS_NONE };
+	else	/* room: every queued request fits in the free slots */
+		c = cars_pick(&cd->s, cd->heads, cars_heads(cd), *now,
+			      cd->queued <= depth - inflight);
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
 	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {

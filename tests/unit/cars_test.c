@@ -457,6 +457,77 @@ TEST(mapping_cache_deprioritises_uncached_regions)
 }
 
 /*
+ * cars_pick_first() says true exactly when cars_pick() takes the first
+ * head at its first look (nothing skipped, forced, unheld or missed),
+ * over random die states, mapping caches, throttle runs and heads; false
+ * besides that only for a throttled flow's head with no other flow's
+ * behind it (cars_pick() needs the others to know).
+ */
+TEST(pick_first_agrees_with_pick)
+{
+	enum { DIES = 8, STEPS = 20000 };
+	struct fixture f;
+	struct cars_params p = params(DIES);
+	struct cars_head h[8];
+	u32 step, i, n, taken = 0, refused = 0;
+	u64 now = 1000000;
+
+	p.throttle_size = 3;
+	p.cmt_region_sectors = 8 * 16;
+	setup(&f, &p, 64, 4);
+	rng_state = 7;
+	for (step = 0; step < STEPS; step++) {
+		struct cars_choice c;
+		bool first, others = false, throttled, clean;
+		u32 skips = 0;
+
+		now += rng() % 100000;
+		/* the device's past: a dispatch, its dies busy for a while */
+		if (rng() % 2) {
+			enum cars_op op = rng() % 3 == 0 ? CARS_OP_WRITE :
+					  CARS_OP_READ;
+
+			cars_dispatched(&f.s, 1 + rng() % 3,
+					(u64)(rng() % 4096) * 8, 8, op, now);
+		}
+		if (rng() % 3 == 0)
+			cars_completed_on(&f.s, rng() % DIES, 1, now);
+		f.s.p.filter = rng() % 8 != 0;
+		n = 1 + rng() % ARRAY_SIZE(h);
+		for (i = 0; i < n; i++) {
+			h[i] = (struct cars_head){
+				.flow = 1 + rng() % 3,
+				.sector = (u64)(rng() % 4096) * 8,
+				.nr_sectors = 8 * (1 + rng() % 2),
+				.op = rng() % 4 == 0 ? CARS_OP_WRITE : CARS_OP_READ,
+				.arrival = now - rng() % 3000000,
+			};
+			if (h[i].flow != f.s.last_flow)
+				others = true;
+		}
+		c = cars_pick(&f.s, h, n, now, rng() % 2);
+		first = cars_pick_first(&f.s, &h[0], now);
+		for (i = 0; i < CARS_NR_SKIPS; i++)
+			skips += c.skipped[i];
+		clean = c.idx == 0 && !skips && !c.forced && !c.unheld &&
+			!c.cmt_miss;
+		throttled = h[0].flow == f.s.last_flow &&
+			    f.s.consec >= f.s.p.throttle_size;
+		if (first) {
+			CHECK(clean);
+			CHECK_EQ(c.first_skip, CARS_NONE);
+			taken++;
+		} else {
+			CHECK(!clean || (throttled && !others));
+			refused++;
+		}
+	}
+	/* both cases were met, many times */
+	CHECK(taken > 1000 && refused > 1000);
+	done(&f);
+}
+
+/*
  * The device model: dies that serve page operations first come first
  * served (reads tR, programs tPROG), writes allocated page by page to the
  * dies round-robin (ssdsim without its write buffer), reads from where the
@@ -722,4 +793,5 @@ UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(pick_holds_nothing_with_slots_to_spare),
 	  UNIT(throttle_skips_a_flow_until_another_is_served),
 	  UNIT(mapping_cache_deprioritises_uncached_regions),
+	  UNIT(pick_first_agrees_with_pick),
 	  UNIT(model_prediction_is_exact_and_the_filter_avoids_programs))
