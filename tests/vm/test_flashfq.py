@@ -366,6 +366,38 @@ def test_sequential_stream_merges(ffq: Guest, serial_disk: str) -> None:
 
 
 @pytest.mark.debug_tier
+def test_blocking_period_ends_without_another_event(ffq: Guest, serial_disk: str) -> None:
+    """A dispatch held back by an anticipation's blocking period goes on
+    when the period ends, though nothing else happens: the next section
+    under FlashFQ's lock ends the deadline by its time, whether the hrtimer
+    the held dispatch armed runs it or blk-mq does (it runs a queue again
+    3 ms after a dispatch round that sent nothing).  On the serial disk
+    (depth 1, 20 ms a request) a 4 KiB reader pauses 3 s after every 10
+    reads, its anticipation lasting 5 s and blocking 300 ms; a 128 KiB
+    reader beside it (4 times the charge: its next tag is past the small
+    reader's hypothetical one) is held at each pause.  Its longest
+    completion latency stays under 1.5 s (about 550 ms seen); held until
+    the small reader's next read, it is 3 s (3146 ms with neither the
+    timer nor the sections' deadline check)."""
+    g = ffq
+    dev = serial_disk
+    g.set_attr(dev, "anticipation_us", 5000000)
+    g.set_attr(dev, "anticipation_block_us", 300000)
+    before = g.stats(dev)
+    res = g.fio(f"--filename=/dev/{dev} --direct=1 --rw=randread --ioengine=psync "
+                "--time_based --runtime=8 "
+                "--name=small --bs=4k --thinktime=3000000 --thinktime_blocks=10 "
+                "--name=big --bs=128k", timeout=120)
+    mix = {k: v - before.get(k, 0) for k, v in g.stats(dev).items()}
+    big = next(j for j in res["jobs"] if j["jobname"] == "big")
+    worst_ms = big["read"]["clat_ns"]["max"] / 1e6
+    print(f"big reader: {big['read']['total_ios']} reads, longest {worst_ms:.0f} ms; "
+          f"counters {mix}")
+    assert fio.job_stats(res, "small").ios >= 10 and big["read"]["total_ios"] >= 20
+    assert mix["held_antic"] > 0 and mix["antic_unblocked"] > 0, mix
+    assert worst_ms < 1500
+
+
 def test_accounting_returns_to_idle(ffq: Guest) -> None:
     """After mixed reads and writes from four processes: nothing queued or
     in flight, every dispatched request completed, and once anticipation
