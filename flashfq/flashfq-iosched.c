@@ -207,10 +207,10 @@
  * Deferred updates
  * ----------------
  * A completion that starts its task's anticipation (applied by
- * ffq_drain()) leaves the task's places in the heaps for later (ffq_defer(), fd->s.deferred, under
- * fd->lock): every section under the lock first makes that update
- * (ffq_settle_deferred()), except the insert of the same task's next
- * request, whose own update makes it.  A lone
+ * ffq_drain()) leaves the task's places in the heaps for later
+ * (ffq_defer(), fd->s.deferred, under fd->lock): every section under the
+ * lock first makes that update (ffq_settle_deferred()), except the insert
+ * of the same task's next request, whose own update makes it.  A lone
  * synchronous task (one request at a time, or a batch drained before the
  * next) so never puts its anticipation into the heaps (flashfq/README.md,
  * CPU cost).  The
@@ -550,9 +550,9 @@ static void ffq_arm_timer(struct ffq_data *fd)
 
 /*
  * The facts of @tq changed: give the core its queue heads, let it re-order
- * the task, keep the active list in step.  Inlined where it
- * runs for every request (insert, completion: the call and its reloads
- * would be paid per request), called elsewhere (ffq_refresh()).
+ * the task, keep the active list in step.  Inlined where it runs for
+ * every request (insert, completion: the call and its reloads would be
+ * paid per request), called elsewhere (ffq_refresh()).
  */
 static __always_inline void __ffq_refresh(struct ffq_data *fd,
 					  struct ffq_tq *tq)
