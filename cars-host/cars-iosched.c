@@ -674,11 +674,19 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	f = list_first_entry(&cd->rr, struct cars_flow, rr_node);
 	cars_head(cd, 0, f, list_first_entry(&f->fifo, struct request,
 					     queuelist));
-	if (cars_pick_first(&cd->s, &cd->heads[0], cars_now(now)))
+	if (cars_pick_first(&cd->s, &cd->heads[0], cars_now(now))) {
 		c = (struct cars_choice){ .idx = 0, .first_skip = CARS_NONE };
-	else	/* room: every queued request fits in the free slots */
+	} else {
+		/*
+		 * The full pick weighs each head's wait: by the clock, as a
+		 * plug's reading may be older than a queue time another CPU
+		 * stamped since.  room: every queued request fits in the free
+		 * slots.
+		 */
+		*now = ktime_get_ns();
 		c = cars_pick(&cd->s, cd->heads, cars_heads(cd), *now,
 			      cd->queued <= depth - inflight);
+	}
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
 	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {
