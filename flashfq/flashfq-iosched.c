@@ -895,12 +895,28 @@ static void ffq_apply_notice(struct ffq_data *fd, struct ffq_tq *tq)
 	ffq_tq_put(tq);
 }
 
+/*
+ * End the anticipation deadlines due by the section's time (the block
+ * layer's clock: a plug's reading in a task holding one), or, @due, what
+ * the hrtimer found due, by the clock's: the last step of ffq_drain().
+ * Inline: most sections find no deadline, or one not yet due.
+ */
+static __always_inline void ffq_end_due(struct ffq_data *fd, bool due)
+{
+	u64 deadline = ffq_next_deadline(&fd->s);
+	u64 now;
+
+	if (likely(!due && !deadline))
+		return;
+	now = due ? ktime_get_ns() : compat_blk_time_ns();
+	if (due || deadline <= now)
+		ffq_expire(fd, now);
+}
+
 /* ffq_drain() when something was posted or a deadline flagged. */
 static noinline void __ffq_drain(struct ffq_data *fd)
 {
 	struct llist_node *node, *next;
-	u64 deadline;
-	bool due;
 
 	node = llist_del_all(&fd->done);
 	/* in posting order; mostly one completion, as good reversed */
@@ -916,45 +932,28 @@ static noinline void __ffq_drain(struct ffq_data *fd)
 			ffq_apply_done(fd, container_of(rec, struct ffq_slot,
 							rec));
 	}
-	due = test_bit(FFQ_DUE, &fd->flags) &&
-	      test_and_clear_bit(FFQ_DUE, &fd->flags);
-	deadline = ffq_next_deadline(&fd->s);
-	if (due || deadline) {
-		/* what the timer found due ends by the clock, not a plug's */
-		u64 now = due ? ktime_get_ns() : compat_blk_time_ns();
-
-		if (due || deadline <= now)
-			ffq_expire(fd, now);
-	}
+	ffq_end_due(fd, test_bit(FFQ_DUE, &fd->flags) &&
+		    test_and_clear_bit(FFQ_DUE, &fd->flags));
 }
 
 /*
  * Apply what was posted for the next holder of fd->lock, in the order it
  * was posted ("Deferred completions" above); then end the anticipation
- * deadlines due by the section's time (the block layer's clock: a plug's
- * reading in a task holding one) or that the hrtimer found due (by the
- * clock's).  Every section under fd->lock starts with this, so nothing
- * reads the scheduler's state before it is up to date.  The tests are
- * inline: most sections (an insert, the dispatch that ends a batch) find
- * nothing posted, and no deadline or one not yet due.
+ * deadlines due by the section's time or that the hrtimer found due
+ * (ffq_end_due()).  Every section under fd->lock starts with this, so
+ * nothing reads the scheduler's state before it is up to date.  The tests
+ * are inline: most sections (an insert, the dispatch that ends a batch)
+ * find nothing posted, and no deadline or one not yet due.
  */
 static __always_inline void ffq_drain(struct ffq_data *fd)
 {
-	u64 deadline, now;
-
 	lockdep_assert_held(&fd->lock);
 
 	if (unlikely(!llist_empty(&fd->done)) ||
-	    unlikely(test_bit(FFQ_DUE, &fd->flags))) {
+	    unlikely(test_bit(FFQ_DUE, &fd->flags)))
 		__ffq_drain(fd);
-		return;
-	}
-	deadline = ffq_next_deadline(&fd->s);
-	if (!deadline)
-		return;
-	now = compat_blk_time_ns();
-	if (unlikely(deadline <= now))
-		ffq_expire(fd, now);
+	else
+		ffq_end_due(fd, false);
 }
 
 /*
@@ -1209,7 +1208,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	struct request *rq;
 	struct ffq_task *t;
 	enum ffq_pick res;
-	u64 gap;
+	u64 throttle, gap;
 
 	lockdep_assert_held(&fd->lock);
 
@@ -1223,9 +1222,13 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	}
 
 	ffq_settle_deferred(fd, NULL);
-	/* the clock only when an anticipated task paces the others */
-	res = ffq_pick(&fd->s, ffq_cur_depth(fd), ffq_us(&fd->throttle_us),
-		       fd->s.pace.nr ? ktime_get_ns() : 0, &t, &gap);
+	/*
+	 * The clock only when ffq_pick() may ask it: the throttle is on and
+	 * an anticipated task paces the others.
+	 */
+	throttle = ffq_us(&fd->throttle_us);
+	res = ffq_pick(&fd->s, ffq_cur_depth(fd), throttle,
+		       throttle && fd->s.pace.nr ? ktime_get_ns() : 0, &t, &gap);
 	switch (res) {
 	case FFQ_PICK_TASK: {
 		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
@@ -1251,8 +1254,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		fd->stats.held_antic++;
 		ffq_arm_timer(fd);
 		trace_flashfq_throttled(fd->q, tq->pid, true, r->key - b->key,
-					ffq_us(&fd->throttle_us),
-					fd->s.inflight, fd->queued);
+					throttle, fd->s.inflight, fd->queued);
 		break;
 	}
 	case FFQ_PICK_THROTTLED: {
@@ -1262,8 +1264,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		fd->stats.held_throttle++;
 		ffq_arm_timer(fd);
 		trace_flashfq_throttled(fd->q, tq->pid, false, gap,
-					ffq_us(&fd->throttle_us),
-					fd->s.inflight, fd->queued);
+					throttle, fd->s.inflight, fd->queued);
 		break;
 	}
 	}
@@ -1286,19 +1287,24 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	bool held;
 
 	spin_lock(&fd->lock);
-	/* what was posted, in posting order, after the completions posted */
+	/*
+	 * What was posted, in posting order, after the completions posted
+	 * before it was taken; one drain serves the inserts and the
+	 * decision (what is posted between them counts as posted after).
+	 */
 	rq = iosched_inbox_take(&fd->inbox);
-	if (rq)
-		ffq_drain(fd);
+	ffq_drain(fd);
 	for (; rq; rq = next) {
 		next = rq->rq_next;
 		ffq_insert_request(fd, rq, false, &free);
 	}
-	do {
+	for (;;) {
 		held = false;
-		ffq_drain(fd);
 		rq = __ffq_dispatch_request(fd, batch, &held);
-	} while (held && ffq_hold(fd));
+		if (!held || !ffq_hold(fd))
+			break;
+		ffq_drain(fd);
+	}
 	iosched_batch_note(fd->batch, hctx, rq);
 	spin_unlock(&fd->lock);
 
