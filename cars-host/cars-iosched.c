@@ -53,7 +53,8 @@
  * REQ_FUA request gets no prepare_request and one requeued after a reset
  * can be inserted: such unprepared requests go to cd->bypass, dispatched
  * first, uncounted.  Merges: back merges through the elevator hash, any
- * flows; a request merged away leaves its flow's FIFO in requests_merged.
+ * flows, into requests queued when they would wait (cars_will_wait()); a
+ * request merged away leaves its flow's FIFO in requests_merged.
  *
  * Insertion
  * ---------
@@ -513,6 +514,22 @@ static noinline void cars_remove_request(struct cars_data *cd,
 	__cars_remove_request(cd, f, rq);
 }
 
+/*
+ * Will a request queued now wait: are as many requests queued and in
+ * flight as the depth allows, or did dispatch last hold requests back
+ * (depth, or every head conflicting)?  Only such a request is indexed for
+ * merging, as in K2 and FlashFQ: one that dispatch hands out at once would
+ * only cost the hash its insertion and removal.  A request that waits
+ * after all (its die turns out busy) only misses merges.
+ */
+static bool cars_will_wait(struct cars_data *cd)
+{
+	lockdep_assert_held(&cd->lock);
+
+	return cd->queued + cars_inflight(cd) >= cars_cur_depth(cd) ||
+	       test_bit(CARS_HELD, &cd->flags);
+}
+
 static void cars_insert_request(struct cars_data *cd, struct request *rq,
 				struct list_head *free)
 {
@@ -540,7 +557,7 @@ static void cars_insert_request(struct cars_data *cd, struct request *rq,
 			return;
 		/* queued since cars_insert_requests() stamped it */
 		list_add_tail(&rq->queuelist, &f->fifo);
-		if (rq_mergeable(rq)) {
+		if (rq_mergeable(rq) && cars_will_wait(cd)) {
 			elv_rqhash_add(q, rq);
 			if (!q->last_merge)
 				q->last_merge = rq;

@@ -158,6 +158,11 @@ class Guest:
         """The scheduler's debugfs file @name of /dev/@dev."""
         return self.sh(f"cat {self.sched_dbg(dev)}/{name}").strip()
 
+    def read_stat(self, dev: str) -> tuple[int, int]:
+        """(reads completed, reads merged) from /sys/block/<dev>/stat."""
+        f = self.sh(f"cat /sys/block/{dev}/stat").split()
+        return int(f[0]), int(f[1])
+
     def stats(self, dev: str, name: str = "counters") -> dict[str, int]:
         """A debugfs file of "name value" lines (counters) as a dict."""
         return {k: int(v) for k, v in (ln.split() for ln in self.stat(dev, name).splitlines())}

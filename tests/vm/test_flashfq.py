@@ -335,12 +335,6 @@ def test_clone_io_threads_count_once(ffq: Guest, serial_disk: str, cloneio_b64: 
     assert 1.6 <= ra <= 2.5
 
 
-def _read_stat(g: Guest, dev: str) -> tuple[int, int]:
-    """(reads completed, reads merged) from /sys/block/<dev>/stat."""
-    f = g.sh(f"cat /sys/block/{dev}/stat").split()
-    return int(f[0]), int(f[1])
-
-
 def test_sequential_stream_merges(ffq: Guest, serial_disk: str) -> None:
     """A sequential reader submitting one 4 KiB read per call (iodepth 16)
     behind depth 1 on the serial device: its reads merge into its own
@@ -350,12 +344,12 @@ def test_sequential_stream_merges(ffq: Guest, serial_disk: str) -> None:
     agree."""
     g, dev = ffq, serial_disk
     before = g.stats(dev)
-    reads0, merges0 = _read_stat(g, dev)
+    reads0, merges0 = g.read_stat(dev)
     res = g.fio(f"--name=seq --filename=/dev/{dev} --direct=1 --ioengine=libaio --rw=read "
                 "--bs=4k --iodepth=16 --iodepth_batch_submit=1 --time_based --runtime=3",
                 timeout=120)
     ios = fio.job_stats(res, "seq").ios
-    reads1, merges1 = _read_stat(g, dev)
+    reads1, merges1 = g.read_stat(dev)
     after = g.stats(dev)
     print(f"fio {ios} reads, device {reads1 - reads0} requests, {merges1 - merges0} merges; "
           f"flashfq dispatched {after['dispatched'] - before['dispatched']}")

@@ -598,12 +598,6 @@ def test_tcp_reset_requeues_and_leaves_nothing_in_flight(
         assert e.fields["dev"] == devno and e.fields["queue"] == 8
 
 
-def _read_stat(g: Guest, dev: str) -> tuple[int, int]:
-    """(reads completed, reads merged) from /sys/block/<dev>/stat."""
-    f = g.sh(f"cat /sys/block/{dev}/stat").split()
-    return int(f[0]), int(f[1])
-
-
 # The merge test's disk: a request takes 50 ms, whatever the CPU does.
 MERGE_NS = 50_000_000
 
@@ -630,9 +624,9 @@ def test_sequential_stream_merges(k2: Guest) -> None:
         for nomerges in (0, 2):
             g.sh(f"echo {nomerges} > /sys/block/{dev}/queue/nomerges")
             try:
-                reads0, merges0 = _read_stat(g, dev)
+                reads0, merges0 = g.read_stat(dev)
                 ios = fio.job_stats(g.fio(args, timeout=120), "seq").ios
-                reads1, merges1 = _read_stat(g, dev)
+                reads1, merges1 = g.read_stat(dev)
             finally:
                 g.sh(f"echo 0 > /sys/block/{dev}/queue/nomerges")
             seen[nomerges] = (ios, reads1 - reads0, merges1 - merges0)
