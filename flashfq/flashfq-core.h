@@ -1114,41 +1114,87 @@ enum ffq_pick {
  *    flight).  Of several pacing tasks only the most lagging is asked.
  * When the request with the smallest start tag may not go, none may: the
  * others have larger tags.  *@gap is set to how far ahead it is (of the
- * pacing task, if that holds it back).
+ * pacing task, if that holds it back).  __ffq_pick() decides for @first,
+ * the smallest start tag queued; @now is read only for the pacing test,
+ * which needs @throttle.
  */
-static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
-				     u64 throttle, u64 now,
-				     struct ffq_task **task, u64 *gap)
+static inline enum ffq_pick __ffq_pick(const struct ffq_sched *s, u64 first,
+				       u32 depth, u64 throttle, u64 now,
+				       u64 *gap)
 {
-	struct ffq_hnode *r = ffq_heap_min(&s->ready);
 	struct ffq_hnode *b = ffq_heap_min(&s->block);
 	struct ffq_hnode *p = ffq_heap_min(&s->prog);
 	struct ffq_hnode *q = ffq_heap_min(&s->pace);
 
-	*task = NULL;
 	*gap = 0;
-	if (!r)
-		return FFQ_PICK_EMPTY;
 	if (s->inflight >= depth)
 		return FFQ_PICK_FULL;
-	if (b && b->key < r->key && s->inflight + s->block.nr >= depth)
+	if (b && b->key < first && s->inflight + s->block.nr >= depth)
 		return FFQ_PICK_ANTIC;
-	if (p && r->key > p->key)
-		*gap = r->key - p->key;
+	if (p && first > p->key)
+		*gap = first - p->key;
 	if (throttle && *gap > throttle)
 		return FFQ_PICK_THROTTLED;
-	if (throttle && q && s->inflight && r->key > q->key + throttle) {
+	if (throttle && q && s->inflight && first > q->key + throttle) {
 		const struct ffq_task *pt =
 			ffq_container_of(q, struct ffq_task, pace);
 		u64 since = now > pt->block_until ? now - pt->block_until : 0;
 
 		if (s->sent - pt->pace_mark > throttle + since * depth) {
-			*gap = r->key - q->key;
+			*gap = first - q->key;
 			return FFQ_PICK_THROTTLED;
 		}
 	}
-	*task = ffq_container_of(r, struct ffq_task, ready);
 	return FFQ_PICK_TASK;
+}
+
+static inline enum ffq_pick ffq_pick(const struct ffq_sched *s, u32 depth,
+				     u64 throttle, u64 now,
+				     struct ffq_task **task, u64 *gap)
+{
+	struct ffq_hnode *r = ffq_heap_min(&s->ready);
+	enum ffq_pick res;
+
+	*task = NULL;
+	*gap = 0;
+	if (!r)
+		return FFQ_PICK_EMPTY;
+	res = __ffq_pick(s, r->key, depth, throttle, now, gap);
+	if (res == FFQ_PICK_TASK)
+		*task = ffq_container_of(r, struct ffq_task, ready);
+	return res;
+}
+
+/*
+ * ffq_pick_lone() - ffq_pick() for a request of @t, tagged @start and
+ * charged @charge (ffq_tag(), ffq_arrive()), that arrives with nothing
+ * queued, decided without putting @t in @ready to take it out again.  The
+ * caller has set @t's facts as if the request were in flight (nr_inflight
+ * and inflight_start count it, nr_queued 0, nr_out counts it) but not
+ * s->inflight.  @t is updated with @start as its last dispatched tag: its
+ * keys in @vt and @prog come out as the queued request would make them
+ * (its smallest outstanding tag is its oldest in flight or @start, which
+ * no tag of it exceeds; its progress is @start), nothing else in the heaps
+ * differs, nor @sent or s->inflight, so __ffq_pick() on @start decides as
+ * ffq_pick() would have on the state with the request queued.  On
+ * FFQ_PICK_TASK the request is dispatched (ffq_dispatched(); the caller
+ * counts it in s->inflight).  On any other result it is not: the caller
+ * makes it queued as an insert would have (the facts back, last_start as
+ * it was, ffq_update()).  Returns the decision.
+ */
+static inline enum ffq_pick ffq_pick_lone(struct ffq_sched *s,
+					  struct ffq_task *t, u64 start,
+					  u32 charge, u32 depth, u64 throttle,
+					  u64 now, u64 *gap)
+{
+	enum ffq_pick res;
+
+	t->last_start = start;
+	ffq_update(s, t);
+	res = __ffq_pick(s, start, depth, throttle, now, gap);
+	if (res == FFQ_PICK_TASK)
+		ffq_dispatched(s, t, start, charge);
+	return res;
 }
 
 /*

@@ -204,6 +204,18 @@
  *  - A requeued request keeps its slot until it is inserted again
  *    (In-flight accounting).
  *
+ * Lone arrivals
+ * -------------
+ * A dispatch that takes one new request from fd->inbox while nothing is
+ * queued decides it as it tags it (ffq_dispatch_lone(), ffq_pick_lone()
+ * in flashfq-core.h): the task's places in the heaps are made once, as
+ * the request's dispatch leaves them, and the decision is the one the
+ * request queued would get; held back, it is queued after all.  It skips
+ * its task's queue, the heap of tasks with requests queued and the merge
+ * indexes, which a request handed out at once only passes through.  The
+ * unit tests run their random workload both ways and get the same
+ * dispatches, tags and virtual time.
+ *
  * Deferred updates
  * ----------------
  * A completion that starts its task's anticipation (applied by
@@ -1003,6 +1015,85 @@ static bool ffq_will_wait(struct ffq_data *fd)
 	       test_bit(FFQ_HELD, &fd->flags);
 }
 
+/*
+ * Tag @rq, a new request of @tq charged @charge, as it arrives: the
+ * task's anticipation ends (fulfilled), and it gets its start tag.
+ * Returns the start tag.
+ */
+static __always_inline u64 ffq_tag_new(struct ffq_data *fd,
+				       struct ffq_tq *tq, struct request *rq,
+				       u32 charge)
+{
+	u64 start;
+
+	lockdep_assert_held(&fd->lock);
+
+	if (ffq_arrive(&tq->task)) {
+		fd->stats.antic_cancelled++;
+		ffq_trace_antic(fd, tq, 0);
+	}
+	start = ffq_tag(&fd->s, &tq->task, charge);
+	ffq_rq_set_start(rq, start);
+	tq->inserted++;
+	return start;
+}
+
+/*
+ * Put @rq, a new request of @tq just tagged (ffq_tag_new()), at its
+ * task's tail, and in the merge indexes if it will wait.  Returns @flags
+ * with FFQ_RQ_ON_RB if it went into the task's tree.
+ */
+static unsigned int ffq_queue_new(struct ffq_data *fd, struct ffq_tq *tq,
+				  struct request *rq, unsigned int flags)
+{
+	struct request_queue *q = fd->q;
+
+	lockdep_assert_held(&fd->lock);
+
+	/*
+	 * In tag order, also when inserted at head (6.12 flush data): a
+	 * task's queue stays sorted by start tag.
+	 */
+	list_add_tail(&rq->queuelist, &tq->fifo);
+	if (rq_mergeable(rq) && ffq_will_wait(fd)) {
+		elv_rb_add(&tq->sort[rq_data_dir(rq)], rq);
+		flags |= FFQ_RQ_ON_RB;
+		if (!ffq_discard_mergable(rq)) {
+			elv_rqhash_add(q, rq);
+			if (!q->last_merge)
+				q->last_merge = rq;
+		}
+	}
+	return flags;
+}
+
+/*
+ * @rq, of @tq, tagged @start and charged @charge, is on its task's queue
+ * (ffq_insert_request(), or a lone arrival held, ffq_dispatch_lone()):
+ * count it and bring the task's places up to date.
+ */
+static __always_inline void ffq_queued(struct ffq_data *fd,
+				       struct ffq_tq *tq, struct request *rq,
+				       u64 start, u32 charge,
+				       unsigned int flags, bool at_head)
+{
+	lockdep_assert_held(&fd->lock);
+
+	if (!(flags & FFQ_RQ_OWNED)) {
+		flags |= FFQ_RQ_OWNED;
+		tq->task.nr_out++;
+	}
+	ffq_rq_put(rq, charge, 0, flags | FFQ_RQ_QUEUED);
+	tq->task.nr_queued++;
+	WRITE_ONCE(fd->queued, fd->queued + 1);
+	__ffq_refresh(fd, tq);
+
+	if (at_head)
+		trace_block_rq_insert(rq);
+	trace_flashfq_insert(rq, tq->pid, start, start + charge, fd->s.vtime,
+			     at_head);
+}
+
 static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 			       bool at_head, struct list_head *free)
 {
@@ -1063,42 +1154,11 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 		if (fd->queued && blk_mq_sched_try_insert_merge(q, rq, free))
 			return;
 		charge = ffq_rq_charge_now(fd, rq);
-		if (ffq_arrive(&tq->task)) {
-			fd->stats.antic_cancelled++;
-			ffq_trace_antic(fd, tq, 0);
-		}
-		start = ffq_tag(&fd->s, &tq->task, charge);
-		ffq_rq_set_start(rq, start);
+		start = ffq_tag_new(fd, tq, rq, charge);
 		flags |= FFQ_RQ_TAGGED | (rq_is_sync(rq) ? FFQ_RQ_SYNC : 0);
-		/*
-		 * In tag order, also when inserted at head (6.12 flush data):
-		 * a task's queue stays sorted by start tag.
-		 */
-		list_add_tail(&rq->queuelist, &tq->fifo);
-		tq->inserted++;
-		if (rq_mergeable(rq) && ffq_will_wait(fd)) {
-			elv_rb_add(&tq->sort[rq_data_dir(rq)], rq);
-			flags |= FFQ_RQ_ON_RB;
-			if (!ffq_discard_mergable(rq)) {
-				elv_rqhash_add(q, rq);
-				if (!q->last_merge)
-					q->last_merge = rq;
-			}
-		}
+		flags = ffq_queue_new(fd, tq, rq, flags);
 	}
-	if (!(flags & FFQ_RQ_OWNED)) {
-		flags |= FFQ_RQ_OWNED;
-		tq->task.nr_out++;
-	}
-	ffq_rq_put(rq, charge, 0, flags | FFQ_RQ_QUEUED);
-	tq->task.nr_queued++;
-	WRITE_ONCE(fd->queued, fd->queued + 1);
-	__ffq_refresh(fd, tq);
-
-	if (at_head)
-		trace_block_rq_insert(rq);
-	trace_flashfq_insert(rq, tq->pid, start, start + charge, fd->s.vtime,
-			     at_head);
+	ffq_queued(fd, tq, rq, start, charge, flags, at_head);
 }
 
 /*
@@ -1131,6 +1191,57 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 	compat_free_requests(&free);
 }
 
+/*
+ * @rq, of @tq, tagged @start, goes to the driver: it takes a depth slot,
+ * listed last on its task's in-flight list, and is counted in
+ * s->inflight (ffq_pick() said fewer than depth, at most FFQ_MAX_DEPTH,
+ * are taken).  The task's facts are the caller's.  *@now is set to the
+ * dispatch time.
+ */
+static __always_inline struct ffq_slot *ffq_take_slot(struct ffq_data *fd,
+						      struct ffq_tq *tq,
+						      struct request *rq,
+						      u64 start, u64 *now)
+{
+	struct ffq_slot *slot = &fd->slots[fd->free[--fd->nr_free]];
+
+	lockdep_assert_held(&fd->lock);
+
+	/* As mq-deadline: no more merging into a request handed out. */
+	rq->rq_flags |= RQF_STARTED;
+	list_add_tail(&slot->node, &tq->inflight);
+	slot->tq = tq;
+	slot->start = start;
+	/* a plug's time, as blk-mq's completion time may be (compat) */
+	*now = compat_blk_time_ns();
+	slot->dispatch_ns = *now;
+	slot->done_ns = 0;
+	slot->requeued = false;
+	slot->bytes = blk_rq_bytes(rq);
+	slot->dir = ffq_rq_dir(rq);
+	if (slot->dir != FFQ_DIR_OTHER)
+		slot->dir_bytes = fd->inflight_bytes[slot->dir] += slot->bytes;
+	/* WRITE_ONCE(): the trace events of completions read it locklessly */
+	WRITE_ONCE(fd->s.inflight, fd->s.inflight + 1);
+	return slot;
+}
+
+/* @rq went out in @slot at @now: its word, the counts, the event. */
+static __always_inline void ffq_sent(struct ffq_data *fd, struct ffq_tq *tq,
+				     struct request *rq, struct ffq_slot *slot,
+				     u32 charge, unsigned int flags, u64 now,
+				     u64 gap)
+{
+	ffq_rq_put(rq, charge, slot - fd->slots + 1, flags);
+	tq->dispatched++;
+	tq->service += charge;
+	fd->stats.dispatched++;
+	trace_flashfq_dispatch(rq, tq->pid, slot->start, charge, fd->s.vtime,
+			       rq->start_time_ns && now > rq->start_time_ns ?
+			       now - rq->start_time_ns : 0,
+			       fd->s.inflight, gap);
+}
+
 /* Hand out the first queued request of @tq, taking a depth slot. */
 static struct request *ffq_dispatch_from(struct ffq_data *fd,
 					 struct ffq_tq *tq, u64 gap)
@@ -1148,50 +1259,91 @@ static struct request *ffq_dispatch_from(struct ffq_data *fd,
 	lockdep_assert_held(&fd->lock);
 
 	__ffq_remove_request(fd, tq, rq);
-	/* As mq-deadline: no more merging into a request handed out. */
-	rq->rq_flags |= RQF_STARTED;
-
-	/* ffq_pick() said fewer than depth (at most FFQ_MAX_DEPTH) are taken */
-	slot = &fd->slots[fd->free[--fd->nr_free]];
-	list_add_tail(&slot->node, &tq->inflight);
-	slot->tq = tq;
-	slot->start = start;
-	/* a plug's time, as blk-mq's completion time may be (compat) */
-	now = compat_blk_time_ns();
-	slot->dispatch_ns = now;
-	slot->done_ns = 0;
-	slot->requeued = false;
-	slot->bytes = blk_rq_bytes(rq);
-	slot->dir = ffq_rq_dir(rq);
-	if (slot->dir != FFQ_DIR_OTHER)
-		slot->dir_bytes = fd->inflight_bytes[slot->dir] += slot->bytes;
+	slot = ffq_take_slot(fd, tq, rq, start, &now);
 	/* the facts ffq_refresh() would read: the other heads are as they were */
 	if (!t->nr_inflight++)
 		t->inflight_start = start;
-	/* WRITE_ONCE(): the trace events of completions read it locklessly */
-	WRITE_ONCE(fd->s.inflight, fd->s.inflight + 1);
 	next = list_first_entry_or_null(&tq->fifo, struct request, queuelist);
 	if (next)
 		t->head_start = ffq_rq_start(next);
 
 	charge = ffq_rq_charge(ffq_rq_get(rq));
-	ffq_rq_put(rq, charge, slot - fd->slots + 1,
-		   ffq_rq_flags(ffq_rq_get(rq)));
 	ffq_dispatched(&fd->s, t, start, charge);
-	tq->dispatched++;
-	tq->service += charge;
-	fd->stats.dispatched++;
 	/*
 	 * Not ffq_refresh(): the task stays active, its anticipation state
 	 * and so the timer are unchanged (ffq_update_dispatched()).
 	 */
 	if (ffq_update_dispatched(&fd->s, t))
 		trace_flashfq_vtime(fd->q, fd->s.vtime, fd->s.vtime - before);
+	ffq_sent(fd, tq, rq, slot, charge, ffq_rq_flags(ffq_rq_get(rq)), now,
+		 gap);
+	return rq;
+}
 
-	trace_flashfq_dispatch(rq, tq->pid, start, charge, fd->s.vtime,
-			       rq->start_time_ns && now > rq->start_time_ns ?
-			       now - rq->start_time_ns : 0,
-			       fd->s.inflight, gap);
+/*
+ * A dispatch took one request, @rq, from the inbox, and nothing is
+ * queued: if it is a new request of a task (prepared, not tagged, no
+ * slot) within the depth and of this dispatch batch's hardware queue
+ * (@batch, as __ffq_dispatch_request()), decide it as it is tagged
+ * (ffq_pick_lone()), sparing it its task's queue, the heap of tasks with
+ * requests queued and the merge indexes, which a request handed out at
+ * once only passes through.  The tags, virtual time, decision, counters
+ * and events are an insert's and a dispatch's (the unit tests compare
+ * the two ways); virtual time's move is one flashfq_vtime event.  Returns
+ * @rq if it goes; else NULL, @rq queued as ffq_insert_request() queues
+ * it (@free as there), for the caller's decision loop.
+ */
+static struct request *ffq_dispatch_lone(struct ffq_data *fd,
+					 struct request *rq,
+					 const struct blk_mq_hw_ctx *batch,
+					 struct list_head *free)
+{
+	u32 depth = ffq_cur_depth(fd), charge;
+	u64 before, start, last, throttle, gap, now;
+	struct ffq_slot *slot;
+	struct ffq_task *t;
+	struct ffq_tq *tq;
+	unsigned int flags;
+	enum ffq_pick res;
+
+	lockdep_assert_held(&fd->lock);
+
+	if (!compat_rq_elv_finish(rq) || ffq_rq_get(rq) ||
+	    fd->s.inflight >= depth || iosched_batch_ends(batch, rq)) {
+		ffq_insert_request(fd, rq, false, free);
+		return NULL;
+	}
+	tq = ffq_rq_tq(rq);
+	t = &tq->task;
+	ffq_settle_deferred(fd, tq);
+	before = fd->s.vtime;
+	charge = ffq_rq_charge_now(fd, rq);
+	start = ffq_tag_new(fd, tq, rq, charge);
+	flags = FFQ_RQ_TAGGED | FFQ_RQ_OWNED |
+		(rq_is_sync(rq) ? FFQ_RQ_SYNC : 0);
+	t->nr_out++;
+	/* the facts as if it were in flight (ffq_pick_lone()) */
+	if (!t->nr_inflight++)
+		t->inflight_start = start;
+	last = t->last_start;
+	throttle = ffq_us(&fd->throttle_us);
+	res = ffq_pick_lone(&fd->s, t, start, charge, depth, throttle,
+			    throttle && fd->s.pace.nr ? ktime_get_ns() : 0,
+			    &gap);
+	if (fd->s.vtime != before)
+		trace_flashfq_vtime(fd->q, fd->s.vtime, fd->s.vtime - before);
+	if (res != FFQ_PICK_TASK) {
+		/* held back: queued after all, its places made again */
+		t->nr_inflight--;
+		t->last_start = last;
+		flags = ffq_queue_new(fd, tq, rq, flags);
+		ffq_queued(fd, tq, rq, start, charge, flags, false);
+		return NULL;
+	}
+	trace_flashfq_insert(rq, tq->pid, start, start + charge, fd->s.vtime,
+			     false);
+	slot = ffq_take_slot(fd, tq, rq, start, &now);
+	ffq_sent(fd, tq, rq, slot, charge, flags, now, gap);
 	return rq;
 }
 
@@ -1294,14 +1446,19 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	 */
 	rq = iosched_inbox_take(&fd->inbox);
 	ffq_drain(fd);
-	for (; rq; rq = next) {
-		next = rq->rq_next;
-		ffq_insert_request(fd, rq, false, &free);
+	if (rq && !rq->rq_next && !fd->queued) {
+		/* one request and nothing queued: decided as it is taken */
+		rq = ffq_dispatch_lone(fd, rq, batch, &free);
+	} else {
+		for (; rq; rq = next) {
+			next = rq->rq_next;
+			ffq_insert_request(fd, rq, false, &free);
+		}
 	}
-	for (;;) {
+	while (!rq) {
 		held = false;
 		rq = __ffq_dispatch_request(fd, batch, &held);
-		if (!held || !ffq_hold(fd))
+		if (rq || !held || !ffq_hold(fd))
 			break;
 		ffq_drain(fd);
 	}

@@ -862,6 +862,15 @@ struct sim {
 	unsigned long batched;		/* ... applied with another before */
 	unsigned long late;		/* ... applied after the clock moved */
 	unsigned long due_at_drain;	/* drains that ended a deadline */
+	/*
+	 * @go: an arrival is followed by one pick, as a dispatch that takes
+	 * one request from the glue's inbox (sim_arrive_go()); @lone: with
+	 * nothing else queued, decided as the glue does, by ffq_pick_lone().
+	 */
+	bool go;
+	bool lone;
+	unsigned long lone_sent;	/* ffq_pick_lone() dispatched */
+	unsigned long lone_held;	/* ... held: queued after all */
 };
 
 static struct sim *sim_new(unsigned int nt, u32 depth, u64 throttle,
@@ -1138,6 +1147,90 @@ static enum ffq_pick sim_pick(struct sim *m)
 	sim_facts(m, k);
 	/* what the glue calls: sim_check() holds it to ffq_update()'s result */
 	ffq_update_dispatched(&m->s, t);
+	m->hash = m->hash * 1000003 + m->s.vtime;
+	sim_check(m);
+	return p;
+}
+
+/* Nothing queued: the glue's fd->queued is 0. */
+static bool sim_none_queued(const struct sim *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nt; i++)
+		if (m->tk[i].nq)
+			return false;
+	return true;
+}
+
+/*
+ * A request of @k arrives and a dispatch follows at once, as when a
+ * dispatch takes one request from the glue's inbox.  With @m->lone and
+ * nothing queued within the depth, as the glue decides it
+ * (ffq_dispatch_lone()): tagged, counted in flight, ffq_pick_lone(), and
+ * queued after all unless it goes; else sim_arrive() and sim_pick().
+ * The model's checks and the hash are sim_pick()'s.
+ */
+static enum ffq_pick sim_arrive_go(struct sim *m, struct stask *k,
+				   u32 charge, u64 svc, bool sync)
+{
+	struct ffq_task *t = &k->t;
+	u64 start, last;
+	enum ffq_pick p;
+	struct srq *r;
+
+	sim_drain(m);
+	if (!m->lone || !sim_none_queued(m) || m->s.inflight >= m->depth) {
+		sim_arrive(m, k, charge, svc, sync);
+		return sim_pick(m);
+	}
+	CHECK(!(t->flags & FFQ_T_EXITED));
+	CHECK(k->nf < FCAP);
+	sim_settle(m, k);
+	if (m->s.deferred)
+		m->fulfilled++;
+	start = ffq_tag(&m->s, t, charge);
+	CHECK(start >= m->s.vtime);
+	ffq_arrive(t);
+	r = &k->f[k->nf];
+	r->start = start;
+	r->charge = charge;
+	r->svc = svc;
+	r->sync = sync;
+	r->done = m->now + svc;
+	r->id = m->next_id++;
+	r->posted = false;
+	/* the facts as if it were in flight, s->inflight not yet */
+	k->nf++;
+	t->nr_inflight = k->nf;
+	t->inflight_start = k->f[0].start;
+	t->nr_out = k->nq + k->nf + k->nrequeued;
+	last = t->last_start;
+	p = ffq_pick_lone(&m->s, t, start, charge, m->depth, m->throttle,
+			  m->now, &m->gap);
+	CHECK(!m->s.deferred);
+	m->npick[p]++;
+	if (p != FFQ_PICK_TASK) {
+		/* queued after all, as sim_arrive() makes it */
+		m->lone_held++;
+		k->nf--;
+		k->q[k->nq] = *r;
+		k->q[k->nq].done = 0;
+		k->nq++;
+		t->last_start = last;
+		sim_facts(m, k);
+		ffq_update(&m->s, t);
+		sim_check(m);
+		return p;
+	}
+	m->lone_sent++;
+	m->s.inflight++;
+	k->ndisp++;
+	m->ndisp++;
+	m->last = k;
+	m->last_start = start;
+	m->hash = (m->hash * 1000003 + (u64)(k - m->tk) + 1) * 1000003 + start;
+	sim_facts(m, k);
 	m->hash = m->hash * 1000003 + m->s.vtime;
 	sim_check(m);
 	return p;
@@ -1596,10 +1689,19 @@ static void rand_event(struct sim *m, unsigned long *exits)
 	if (r < 30) {
 		if (k->exited)
 			return;
-		if (k - m->tk < 4 ? k->nq < 64 : !sim_outstanding(k))
+		/* with @go, short queues: often nothing queued at all */
+		if (!(k - m->tk < 4 ? k->nq < (m->go ? 1 : 64) :
+		      !sim_outstanding(k)))
+			return;
+		if (m->go)
+			sim_arrive_go(m, k, 1 + rng() % 5000, 0,
+				      rng() % 8 != 0);
+		else
 			sim_arrive(m, k, 1 + rng() % 5000, 0, rng() % 8 != 0);
 	} else if (r < 60) {
-		sim_pick(m);
+		/* with @go, as the glue's dispatch: until it holds */
+		while (sim_pick(m) == FFQ_PICK_TASK && m->go)
+			;
 	} else if (r < 86) {
 		if (!sim_live_all(m))
 			return;
@@ -1644,14 +1746,18 @@ struct rand_stats {
 	unsigned long throttled, antic, unblocks, expiries, exits, dispatched;
 	unsigned long deferred, fulfilled;
 	unsigned long posted, batched, late, due_at_drain;
+	unsigned long lone_sent, lone_held;
 	u64 hash;
 };
 
 /*
  * @lazy: anticipation updates deferred (ffq_defer()); @posted: completions
- * and exits posted for the next section (ffq_drain()), as the glue does.
+ * and exits posted for the next section (ffq_drain()), as the glue does;
+ * @go: each arrival followed by a pick; @lone: those decided by
+ * ffq_pick_lone() where the glue does (sim_arrive_go()).
  */
-static void rand_run(bool lazy, bool posted, struct rand_stats *st)
+static void rand_run(bool lazy, bool posted, bool go, bool lone,
+		     struct rand_stats *st)
 {
 	static const struct rand_cfg cfg[] = {
 		{ 1, 0, 0, 0 },
@@ -1662,17 +1768,30 @@ static void rand_run(bool lazy, bool posted, struct rand_stats *st)
 		{ 16, 1, 8000, 0 },		/* never blocks */
 		{ 3, 20000, 50000, 10000 },
 	};
-	unsigned int c;
+	/* deeper, so that the queues empty: lone arrivals */
+	static const struct rand_cfg go_cfg[] = {
+		{ 4, 0, 20000, 2000 },
+		{ 16, 3000, 20000, 5000 },
+		{ 32, 20000, 50000, 10000 },
+		{ 64, 1, 8000, 0 },
+		{ 12, 10000, 15000, 30000 },
+		{ 64, 0, 0, 0 },
+		{ 32, 0, 20000, 0 },
+	};
+	const struct rand_cfg *cf = go ? go_cfg : cfg;
+	unsigned int c, nc = go ? ARRAY_SIZE(go_cfg) : ARRAY_SIZE(cfg);
 
 	memset(st, 0, sizeof(*st));
 	rng_seed(4);
-	for (c = 0; c < ARRAY_SIZE(cfg); c++) {
-		struct sim *m = sim_new(8, cfg[c].depth, cfg[c].throttle,
-					cfg[c].antic, cfg[c].block);
+	for (c = 0; c < nc; c++) {
+		struct sim *m = sim_new(8, cf[c].depth, cf[c].throttle,
+					cf[c].antic, cf[c].block);
 		unsigned int step, i;
 
 		m->lazy = lazy;
 		m->posted = posted;
+		m->go = go;
+		m->lone = lone;
 		for (step = 0; step < 60000 && !m->failed; step++) {
 			rand_event(m, &st->exits);
 			/*
@@ -1733,6 +1852,8 @@ static void rand_run(bool lazy, bool posted, struct rand_stats *st)
 		st->batched += m->batched;
 		st->late += m->late;
 		st->due_at_drain += m->due_at_drain;
+		st->lone_sent += m->lone_sent;
+		st->lone_held += m->lone_held;
 		st->hash = st->hash * 1000003 + m->hash;
 		free(m);
 	}
@@ -1742,7 +1863,7 @@ TEST(vtime_is_min_outstanding_start_random)
 {
 	struct rand_stats st;
 
-	rand_run(false, false, &st);
+	rand_run(false, false, false, false, &st);
 	/* the run went through every path */
 	CHECK(st.throttled > 1000);
 	CHECK(st.antic > 1000);
@@ -1779,8 +1900,8 @@ TEST(deferred_anticipation_changes_nothing_random)
 {
 	struct rand_stats eager, lazy;
 
-	rand_run(false, false, &eager);
-	rand_run(true, false, &lazy);
+	rand_run(false, false, false, false, &eager);
+	rand_run(true, false, false, false, &lazy);
 	check_same_decisions(&lazy, &eager);
 	/* both ends of the path were taken, many times */
 	CHECK(lazy.deferred > 1000);
@@ -1804,8 +1925,8 @@ TEST(posted_completions_change_nothing_random)
 {
 	struct rand_stats eager, posted;
 
-	rand_run(false, false, &eager);
-	rand_run(true, true, &posted);
+	rand_run(false, false, false, false, &eager);
+	rand_run(true, true, false, false, &posted);
 	check_same_decisions(&posted, &eager);
 	CHECK_EQ(eager.posted, 0);
 	CHECK(posted.posted > 10000);
@@ -1815,6 +1936,31 @@ TEST(posted_completions_change_nothing_random)
 	printf("# random run: %lu completions posted, %lu applied after another in one section, %lu after the clock moved, %lu sections ended a deadline due\n",
 	       posted.posted, posted.batched, posted.late,
 	       posted.due_at_drain);
+}
+
+/*
+ * The glue's lone arrivals (ffq_dispatch_lone()): a dispatch that takes
+ * one request with nothing else queued decides it by ffq_pick_lone(),
+ * the task never entering @ready, and queues it after all if it may not
+ * go.  The same random run, each arrival followed by a pick, with
+ * completions posted and anticipation deferred as the glue does, makes
+ * every dispatch, start tag and virtual time the same as when each such
+ * request is queued and picked (sim_check() after every event), and takes
+ * both ends of the path many times.
+ */
+TEST(lone_arrivals_change_nothing_random)
+{
+	struct rand_stats queued, lone;
+
+	rand_run(true, true, true, false, &queued);
+	rand_run(true, true, true, true, &lone);
+	check_same_decisions(&lone, &queued);
+	CHECK_EQ(queued.lone_sent + queued.lone_held, 0);
+	CHECK(lone.lone_sent > 10000);
+	CHECK(lone.lone_held > 500);
+	CHECK(lone.throttled > 1000 && lone.antic > 1000);
+	printf("# random run: %lu dispatches, %lu of them lone arrivals, %lu lone arrivals held\n",
+	       lone.dispatched, lone.lone_sent, lone.lone_held);
 }
 
 /*
@@ -2899,6 +3045,7 @@ UNIT_MAIN(
 	UNIT(vtime_is_min_outstanding_start_random),
 	UNIT(deferred_anticipation_changes_nothing_random),
 	UNIT(posted_completions_change_nothing_random),
+	UNIT(lone_arrivals_change_nothing_random),
 	UNIT(late_section_ends_a_passed_anticipation_first),
 	UNIT(dispatch_in_start_tag_order),
 	UNIT(dispatch_stops_at_depth),
