@@ -63,9 +63,12 @@
  * posts the list to cd->inbox, lock-free (elevator/iosched-inbox.h),
  * touching no request after posting; dispatch takes what
  * was posted under cd->lock and inserts it into the flows first thing
- * (cars_take_inbox()), so a request takes cd->lock once on its way in.
+ * (cars_insert_list()), so a request takes cd->lock once on its way in.
  * has_work counts the inbox.  A request in the inbox is not yet in the
- * elevator hash: bio_merge cannot merge into it.
+ * elevator hash: bio_merge cannot merge into it.  One new request taken
+ * with nothing queued is decided as it is taken (cars_dispatch_lone()):
+ * if the pick takes it, the only head, it goes without passing through
+ * its flow's FIFO and the round-robin list.
  *
  * Completions
  * -----------
@@ -173,7 +176,12 @@ struct cars_posted {
 	atomic_t done[CARS_MAX_DIES];	/* per die: releases not applied */
 	/* dies whose @done may be non-zero: set after it, taken before it */
 	unsigned long dies[BITS_TO_LONGS(CARS_MAX_DIES)];
-	atomic64_t released;		/* requests released, since init */
+	/*
+	 * Requests released, since init: a line of its own, as every
+	 * release increments it and @dies is set and taken once a release
+	 * too (three atomics a request on one line otherwise).
+	 */
+	atomic64_t released ____cacheline_aligned_in_smp;
 	atomic64_t requeued;		/* requeue_request calls counted */
 	atomic64_t requeue_released;	/* ... that released a request */
 };
@@ -595,14 +603,18 @@ static void cars_insert_requests(struct blk_mq_hw_ctx *hctx,
 	iosched_inbox_post(&cd->inbox, list);
 }
 
-/* Insert what was posted to cd->inbox, in posting order; @free as above. */
-static void cars_take_inbox(struct cars_data *cd, struct list_head *free)
+/*
+ * Insert @rq and those chained after it, taken from cd->inbox
+ * (iosched_inbox_take()), in posting order; @free as above.
+ */
+static void cars_insert_list(struct cars_data *cd, struct request *rq,
+			     struct list_head *free)
 {
-	struct request *rq, *next;
+	struct request *next;
 
 	lockdep_assert_held(&cd->lock);
 
-	for (rq = iosched_inbox_take(&cd->inbox); rq; rq = next) {
+	for (; rq; rq = next) {
 		next = rq->rq_next;
 		cars_insert_request(cd, rq, free);
 	}
@@ -647,6 +659,31 @@ static u32 cars_heads(struct cars_data *cd)
 }
 
 /*
+ * @rq, of flow @f, chosen by @c, goes to the device at @now: its dies are
+ * reserved and its placement kept in its word; counted, traced.
+ */
+static __always_inline void cars_send(struct cars_data *cd,
+				      struct cars_flow *f, struct request *rq,
+				      const struct cars_choice *c,
+				      s64 released, u64 now)
+{
+	struct cars_place pl;
+
+	lockdep_assert_held(&cd->lock);
+
+	/* As mq-deadline: no more merging into a request handed out. */
+	rq->rq_flags |= RQF_STARTED;
+	pl = cars_dispatched(&cd->s, (unsigned long)f, blk_rq_pos(rq),
+			     blk_rq_sectors(rq), cars_rq_op(rq), now);
+	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
+	WRITE_ONCE(cd->placed, cd->placed + 1);
+	f->dispatched++;
+	cd->counts.dispatched++;
+	trace_cars_dispatch(rq, f->pid, pl.die, pl.ndies, pl.op, c->forced,
+			    c->cmt_miss, cd->placed - released);
+}
+
+/*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); the pick of a request
  * of another ends the batch, so that the requests reach the device in the
@@ -662,7 +699,6 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 					       bool *again)
 {
 	struct cars_choice c;
-	struct cars_place pl;
 	struct cars_flow *f;
 	struct request *rq;
 	u32 depth;
@@ -732,17 +768,47 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	/* the flow served goes to the tail: round-robin */
 	if (f->queued)
 		list_move_tail(&f->rr_node, &cd->rr);
-	/* As mq-deadline: no more merging into a request handed out. */
-	rq->rq_flags |= RQF_STARTED;
-	pl = cars_dispatched(&cd->s, (unsigned long)f, blk_rq_pos(rq),
-			     blk_rq_sectors(rq), cars_rq_op(rq), *now);
-	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
-	WRITE_ONCE(cd->placed, cd->placed + 1);
-	f->dispatched++;
-	cd->counts.dispatched++;
-	trace_cars_dispatch(rq, f->pid, pl.die, pl.ndies, pl.op, c.forced,
-			    c.cmt_miss, cd->placed - released);
+	cars_send(cd, f, rq, &c, released, *now);
 	return rq;
+}
+
+/*
+ * A dispatch took one request, @rq, from the inbox, and nothing is
+ * queued: if it is a new request (prepared, not yet inserted) within the
+ * depth and of this dispatch batch's hardware queue, and the pick takes
+ * it (cars_pick_first(): it is the only head, the first flow's oldest),
+ * it goes without passing through its flow's FIFO and the round-robin
+ * list, which a request sent at once only passes through: the same
+ * placement, counters and events.  Else it is inserted as
+ * cars_insert_request() inserts it (@free as there) for the caller's
+ * decision.  @released and @now as __cars_dispatch_request()'s, after the
+ * postings were applied.  Returns @rq if it went.
+ */
+static struct request *cars_dispatch_lone(struct cars_data *cd,
+					  struct request *rq,
+					  const struct blk_mq_hw_ctx *batch,
+					  s64 released, u64 *now,
+					  struct list_head *free)
+{
+	struct cars_choice c = { .idx = 0, .first_skip = CARS_NONE };
+	struct cars_flow *f;
+
+	lockdep_assert_held(&cd->lock);
+
+	if (!compat_rq_elv_finish(rq) || cars_rq_get(rq) ||
+	    cd->placed - released >= cars_cur_depth(cd) ||
+	    iosched_batch_ends(batch, rq))
+		goto insert;
+	f = cars_rq_flow(cd, rq);
+	cars_head(cd, 0, f, rq);
+	if (!cars_pick_first(&cd->s, &cd->heads[0], cars_now(now)))
+		goto insert;
+	cars_rq_put(rq, CARS_RQ_OWNED);
+	cars_send(cd, f, rq, &c, released, *now);
+	return rq;
+insert:
+	cars_insert_request(cd, rq, free);
+	return NULL;
 }
 
 static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
@@ -756,15 +822,26 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	LIST_HEAD(free);
 
 	spin_lock(&cd->lock);
-	cars_take_inbox(cd, &free);
 	batch = iosched_batch(cd->batch, hctx);
-	do {
+	rq = iosched_inbox_take(&cd->inbox);
+	if (rq && !rq->rq_next && !cd->queued) {
+		/* one request and nothing queued: decided as it is taken */
+		released = atomic64_read(&cd->posted.released);
+		cars_apply_posted(cd, &now);
+		rq = cars_dispatch_lone(cd, rq, batch, released, &now, &free);
+	} else {
+		cars_insert_list(cd, rq, &free);
+		rq = NULL;
+	}
+	while (!rq) {
 		again = false;
 		released = atomic64_read(&cd->posted.released);
 		cars_apply_posted(cd, &now);
 		rq = __cars_dispatch_request(cd, batch, released, &now,
 					     &again);
-	} while (again);
+		if (!again)
+			break;
+	}
 	iosched_batch_note(cd->batch, hctx, rq);
 	spin_unlock(&cd->lock);
 
