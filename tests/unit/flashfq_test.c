@@ -1082,6 +1082,22 @@ static u64 sim_arrive(struct sim *m, struct stask *k, u32 charge, u64 svc,
 	return start;
 }
 
+/*
+ * @k's request tagged @start went to the device (in k->f already): the
+ * glue's count of it in flight, the model's counts and the hash of the
+ * dispatch, then @k's facts.
+ */
+static void sim_sent(struct sim *m, struct stask *k, u64 start)
+{
+	m->s.inflight++;
+	k->ndisp++;
+	m->ndisp++;
+	m->last = k;
+	m->last_start = start;
+	m->hash = (m->hash * 1000003 + (u64)(k - m->tk) + 1) * 1000003 + start;
+	sim_facts(m, k);
+}
+
 /* One ffq_pick(); on FFQ_PICK_TASK the request goes to the device. */
 static enum ffq_pick sim_pick(struct sim *m)
 {
@@ -1138,13 +1154,7 @@ static enum ffq_pick sim_pick(struct sim *m)
 	memmove(&k->q[0], &k->q[1], k->nq * sizeof(k->q[0]));
 	ffq_dispatched(&m->s, t, min, k->f[k->nf - 1].charge);
 	CHECK(t->last_start == min);
-	m->s.inflight++;
-	k->ndisp++;
-	m->ndisp++;
-	m->last = k;
-	m->last_start = min;
-	m->hash = (m->hash * 1000003 + (u64)(k - m->tk) + 1) * 1000003 + min;
-	sim_facts(m, k);
+	sim_sent(m, k, min);
 	/* what the glue calls: sim_check() holds it to ffq_update()'s result */
 	ffq_update_dispatched(&m->s, t);
 	m->hash = m->hash * 1000003 + m->s.vtime;
@@ -1224,13 +1234,7 @@ static enum ffq_pick sim_arrive_go(struct sim *m, struct stask *k,
 		return p;
 	}
 	m->lone_sent++;
-	m->s.inflight++;
-	k->ndisp++;
-	m->ndisp++;
-	m->last = k;
-	m->last_start = start;
-	m->hash = (m->hash * 1000003 + (u64)(k - m->tk) + 1) * 1000003 + start;
-	sim_facts(m, k);
+	sim_sent(m, k, start);
 	m->hash = m->hash * 1000003 + m->s.vtime;
 	sim_check(m);
 	return p;
