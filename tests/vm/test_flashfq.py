@@ -392,6 +392,7 @@ def test_blocking_period_ends_without_another_event(ffq: Guest, serial_disk: str
     assert worst_ms < 1500
 
 
+@pytest.mark.debug_tier
 def test_accounting_returns_to_idle(ffq: Guest) -> None:
     """After mixed reads and writes from four processes: nothing queued or
     in flight, every dispatched request completed, and once anticipation
