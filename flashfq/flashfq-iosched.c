@@ -969,6 +969,16 @@ static __always_inline void ffq_drain(struct ffq_data *fd)
 }
 
 /*
+ * The time ffq_pick() is given at @throttle (charge units): the clock only
+ * when it may ask it, the throttle on and an anticipated task pacing the
+ * others; else 0.
+ */
+static __always_inline u64 ffq_pick_now(struct ffq_data *fd, u64 throttle)
+{
+	return throttle && fd->s.pace.nr ? ktime_get_ns() : 0;
+}
+
+/*
  * Take @rq off its task's queue, tree and the merge hash.  Inlined in
  * dispatch, which runs it for every request (saving the call, its saved
  * registers and reloads), called elsewhere (ffq_remove_request()).
@@ -1328,8 +1338,7 @@ static struct request *ffq_dispatch_lone(struct ffq_data *fd,
 	last = t->last_start;
 	throttle = ffq_us(&fd->throttle_us);
 	res = ffq_pick_lone(&fd->s, t, start, charge, depth, throttle,
-			    throttle && fd->s.pace.nr ? ktime_get_ns() : 0,
-			    &gap);
+			    ffq_pick_now(fd, throttle), &gap);
 	if (fd->s.vtime != before)
 		trace_flashfq_vtime(fd->q, fd->s.vtime, fd->s.vtime - before);
 	if (res != FFQ_PICK_TASK) {
@@ -1374,13 +1383,9 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	}
 
 	ffq_settle_deferred(fd, NULL);
-	/*
-	 * The clock only when ffq_pick() may ask it: the throttle is on and
-	 * an anticipated task paces the others.
-	 */
 	throttle = ffq_us(&fd->throttle_us);
 	res = ffq_pick(&fd->s, ffq_cur_depth(fd), throttle,
-		       throttle && fd->s.pace.nr ? ktime_get_ns() : 0, &t, &gap);
+		       ffq_pick_now(fd, throttle), &t, &gap);
 	switch (res) {
 	case FFQ_PICK_TASK: {
 		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
@@ -1458,7 +1463,7 @@ static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	while (!rq) {
 		held = false;
 		rq = __ffq_dispatch_request(fd, batch, &held);
-		if (rq || !held || !ffq_hold(fd))
+		if (!held || !ffq_hold(fd))
 			break;
 		ffq_drain(fd);
 	}
