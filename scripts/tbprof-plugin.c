@@ -5,13 +5,18 @@
  *
  * Every block gets an execution callback that counts into an entry keyed
  * by its guest virtual address and instruction count (a block translated
- * again finds its entry).  A thread watches a trigger file (argument
+ * again finds its entry).  Blocks that end in a return or an indirect jump
+ * or call, which QEMU leaves through a lookup of the next block, are
+ * listed once each as "ind VADDR_HEX NR_INSNS".  A thread watches a trigger file (argument
  * trigger=PATH); when it appears, its first line names an output file,
  * which gets one line per block that ran, "VADDR_HEX NR_INSNS COUNT",
  * written under another name and renamed into place; then the trigger is
  * removed.  The difference of two snapshots is what the guest ran between
  * them, exactly (the callbacks do not change the guest's instructions).
- * Meant for one vCPU (the counts are not atomic).
+ * Meant for one vCPU (the counts are not atomic), unless the argument
+ * smp=on is given: then each count is a relaxed atomic add, for guests
+ * on several vCPUs under multi-threaded TCG, where the vCPU threads run
+ * the same blocks at once (slower: the adds contend on the host).
  *
  * With the argument locks=on it also follows the guest's spinlocks, for
  * tbprof --locks.  The trigger's first line is then either an output file
@@ -31,6 +36,18 @@
  * dropped for want of room.  Every block's callback then asks for the
  * registers (QEMU_PLUGIN_CB_R_REGS), which costs host time, not guest
  * instructions.
+ *
+ * With the argument lines=on (and smp=on: it needs several vCPUs) every
+ * load and store of the guest's kernel code also goes through a model of
+ * the caches' coherence, one cache per vCPU, by 64-byte line: a line is
+ * held modified by one vCPU or shared by a set of them.  A load of a line
+ * another vCPU holds modified, and a store to a line another vCPU holds
+ * at all, is a transfer (what a real CPU pays a cache-to-cache transfer
+ * or an invalidation for); first touches and lines only this vCPU holds
+ * are not.  Transfers are counted by the instruction that caused them, and
+ * snapshots carry "xfer VADDR TRANSFERS" lines.  The model knows nothing
+ * of capacity (no line is evicted but by another vCPU) nor of user space
+ * (not followed), and it costs host time, not guest instructions.
  *
  * Built against QEMU's plugin API (include/qemu/qemu-plugin.h); only the
  * few declarations used are repeated here, so that no QEMU headers are
@@ -112,6 +129,7 @@ garray_t *qemu_plugin_get_registers(void);
 int qemu_plugin_read_register(struct qemu_plugin_register *handle,
 			      gbytes_t *buf);
 bool qemu_plugin_read_memory_vaddr(uint64_t addr, gbytes_t *data, size_t len);
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
 /* glib's, which QEMU links */
 gbytes_t *g_byte_array_new(void);
 gbytes_t *g_byte_array_set_size(gbytes_t *array, unsigned int length);
@@ -129,6 +147,7 @@ struct block {
 	uint64_t count;		/* executions, by the vCPU thread */
 	struct block *next;	/* hash chain */
 	int code;		/* locks=on: a lock primitive's entry (1-3) */
+	bool indirect;		/* ends in a return or an indirect jump or call */
 	unsigned int natomics;
 	struct atomic *atomics[BLOCK_ATOMICS];
 };
@@ -170,11 +189,14 @@ struct vcpu {
 };
 
 #define BUCKETS (1U << 20)
+#define KERNEL_SPACE 0xffff800000000000ULL
 static struct block *table[BUCKETS];
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *trigger = "tbprof.trigger";
 
 static bool locks;
+static bool smp;
+static bool lines;
 static struct qemu_plugin_register *reg_rdi, *reg_rsp, *reg_eflags;
 static struct vcpu vcpus[VCPUS];
 static struct {
@@ -190,6 +212,12 @@ static uint64_t unmatched, dropped;
 static void block_ran(unsigned int vcpu, void *data)
 {
 	((struct block *)data)->count++;
+}
+
+/* smp=on: vCPU threads may count the same block at once */
+static void block_ran_smp(unsigned int vcpu, void *data)
+{
+	__atomic_fetch_add(&((struct block *)data)->count, 1, __ATOMIC_RELAXED);
 }
 
 static unsigned int small_hash(uint64_t a, uint64_t b, uint64_t c)
@@ -316,6 +344,113 @@ static void atomic_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
 		a->other++;
 }
 
+/* lines=on: an instruction's transfers (see the header) */
+struct xfer {
+	uint64_t vaddr;
+	uint64_t count;		/* relaxed atomic adds */
+	struct xfer *next;
+};
+
+static struct xfer *xfers[SMALL_BUCKETS];
+
+#define LINE_BITS 24
+#define LINE_PROBES 32
+#define LINE_STRIPES 1024
+#define NOBODY 0xff
+
+/* A line's state: its address (>> 6, 0: free), who holds it how. */
+struct line {
+	uint64_t line;
+	uint8_t modified;	/* the vCPU holding it modified, or NOBODY */
+	uint64_t sharers;	/* vCPUs holding a copy (bit per vCPU) */
+};
+
+static struct line *line_table;
+static pthread_mutex_t line_locks[LINE_STRIPES];
+
+static struct line *line_find(uint64_t line)
+{
+	uint64_t h = (line * 0x9e3779b97f4a7c15ULL) >> (64 - LINE_BITS);
+	struct line *e;
+	unsigned int i;
+
+	for (i = 0; i < LINE_PROBES; i++) {
+		e = &line_table[(h + i) & ((1ULL << LINE_BITS) - 1)];
+
+		if (e->line == line)
+			return e;
+		if (!e->line) {
+			e->line = line;
+			e->modified = NOBODY;
+			e->sharers = 0;
+			return e;
+		}
+	}
+	/* full around here: the first probe's line is forgotten */
+	e = &line_table[h];
+	e->line = line;
+	e->modified = NOBODY;
+	e->sharers = 0;
+	return e;
+}
+
+static void line_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
+			uint64_t vaddr, void *data)
+{
+	uint64_t line = (vaddr >> 6) | 1ULL << 63;	/* never 0 */
+	uint64_t me = 1ULL << (vcpu & 63);
+	pthread_mutex_t *lock = &line_locks[(line * 0x9e3779b97f4a7c15ULL) >> 54 &
+					    (LINE_STRIPES - 1)];
+	bool store = qemu_plugin_mem_is_store(info);
+	bool transfer = false;
+	struct line *e;
+
+	pthread_mutex_lock(lock);
+	e = line_find(line);
+	if (store) {
+		transfer = (e->sharers & ~me) != 0;
+		e->sharers = me;
+		e->modified = vcpu & 63;
+	} else if (!(e->sharers & me)) {
+		transfer = e->modified != NOBODY;
+		e->sharers |= me;
+		e->modified = NOBODY;
+	}
+	pthread_mutex_unlock(lock);
+	if (transfer)
+		__atomic_fetch_add(&((struct xfer *)data)->count, 1, __ATOMIC_RELAXED);
+}
+
+/* lines=on: the table of lines and its locks; 0 or -1 (no memory) */
+static int lines_init(void)
+{
+	unsigned int i;
+
+	line_table = calloc(1ULL << LINE_BITS, sizeof(*line_table));
+	if (!line_table)
+		return -1;
+	for (i = 0; i < LINE_STRIPES; i++)
+		pthread_mutex_init(&line_locks[i], NULL);
+	return 0;
+}
+
+static struct xfer *xfer_at(uint64_t vaddr)
+{
+	unsigned int i = small_hash(vaddr, 1, 0);
+	struct xfer *x;
+
+	for (x = xfers[i]; x; x = x->next)
+		if (x->vaddr == vaddr)
+			return x;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		abort();
+	x->vaddr = vaddr;
+	x->next = xfers[i];
+	xfers[i] = x;
+	return x;
+}
+
 /*
  * Whether the instruction is an atomic read-modify-write: a lock prefix,
  * or DS (0x3e), which is what the kernel patches its lock prefixes into
@@ -423,6 +558,30 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
 		vcpus[vcpu].buf = g_byte_array_new();
 }
 
+/*
+ * Whether the instruction leaves its block through a lookup of the next:
+ * ret (c3, c2 iw, with prefixes), or jmp/call through a register or
+ * memory (ff /2 to /5).  Direct jumps and calls are chained instead.
+ */
+static bool is_indirect(const uint8_t *p, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
+			   p[i] == 0x3e || p[i] == 0x66 || (p[i] & 0xf0) == 0x40))
+		i++;
+	if (i >= len)
+		return false;
+	if (p[i] == 0xc3 || p[i] == 0xc2)
+		return true;
+	if (p[i] == 0xff && i + 1 < len) {
+		unsigned int reg = (p[i + 1] >> 3) & 7;
+
+		return reg >= 2 && reg <= 5;
+	}
+	return false;
+}
+
 static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	uint64_t vaddr = qemu_plugin_tb_vaddr(tb);
@@ -443,6 +602,13 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		b->insns = insns;
 		b->next = table[h];
 		table[h] = b;
+	}
+	if (insns) {
+		uint8_t bytes[16];
+		size_t n = qemu_plugin_insn_data(qemu_plugin_tb_get_insn(tb, insns - 1),
+						 bytes, sizeof(bytes));
+
+		b->indirect = is_indirect(bytes, n);
 	}
 	if (locks) {
 		size_t i;
@@ -467,11 +633,23 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 							 MEM_RW, a);
 		}
 	}
+	if (lines && vaddr >= KERNEL_SPACE) {
+		size_t i;
+
+		for (i = 0; i < insns; i++) {
+			struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+
+			qemu_plugin_register_vcpu_mem_cb(insn, line_access, CB_NO_REGS,
+							 MEM_RW,
+							 xfer_at(qemu_plugin_insn_vaddr(insn)));
+		}
+	}
 	pthread_mutex_unlock(&table_lock);
 	if (locks)
 		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran_locks, CB_R_REGS, b);
 	else
-		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran, CB_NO_REGS, b);
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, smp ? block_ran_smp : block_ran,
+						     CB_NO_REGS, b);
 }
 
 static void snapshot(const char *out)
@@ -487,10 +665,29 @@ static void snapshot(const char *out)
 		return;
 	pthread_mutex_lock(&table_lock);
 	for (i = 0; i < BUCKETS; i++)
-		for (b = table[i]; b; b = b->next)
-			if (b->count)
+		for (b = table[i]; b; b = b->next) {
+			/* a vCPU thread may be counting it (smp=on) */
+			uint64_t count = __atomic_load_n(&b->count, __ATOMIC_RELAXED);
+
+			if (count)
 				fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
-					b->vaddr, b->insns, b->count);
+					b->vaddr, b->insns, count);
+			if (count && b->indirect)
+				fprintf(f, "ind %" PRIx64 " %" PRIu64 "\n",
+					b->vaddr, b->insns);
+		}
+	if (lines) {
+		struct xfer *x;
+
+		for (i = 0; i < SMALL_BUCKETS; i++)
+			for (x = xfers[i]; x; x = x->next) {
+				uint64_t n = __atomic_load_n(&x->count, __ATOMIC_RELAXED);
+
+				if (n)
+					fprintf(f, "xfer %" PRIx64 " %" PRIu64 "\n",
+						x->vaddr, n);
+			}
+	}
 	if (locks) {
 		struct hold *h;
 		struct atomic *a;
@@ -579,6 +776,18 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
 			trigger = argv[i] + 8;
 		else if (!strcmp(argv[i], "locks=on"))
 			locks = true;
+		else if (!strcmp(argv[i], "smp=on"))
+			smp = true;
+		else if (!strcmp(argv[i], "lines=on"))
+			lines = true;
+	/* the lock records are per vCPU, their totals are not atomic */
+	if (locks && smp)
+		return -1;
+	/* transfers need more than one vCPU */
+	if (lines && !smp)
+		return -1;
+	if (lines && lines_init())
+		return -1;
 	if (locks)
 		qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
 	qemu_plugin_register_vcpu_tb_trans_cb(id, block_translated);

@@ -28,6 +28,12 @@ submitting CPUs (the elevator's lock and the elevator's atomics on a few
 lines) allows at N CPUs: 1 / (transfers x cache-line transfer + held
 instructions / (IPC x GHz)), per I/O.  One vCPU: nothing contends, so the
 counts are exact; the model turns them into a bound.
+
+With --vcpus 2 the guest runs on two vCPUs under multi-threaded TCG, as
+the overhead suite's VM does (no instruction-counting clock; each job
+pinned to its vCPU); with --lines too, the plugin's coherence model counts
+the cache lines that move between the vCPUs, by the kernel function that
+made them move (tbprof-plugin.c).
 """
 from __future__ import annotations
 
@@ -84,6 +90,10 @@ class Snapshot:
     atomics: dict[int, Atomic] = field(default_factory=dict)
     unmatched: int = 0
     dropped: int = 0
+    #: lines=on: instruction address -> cache-line transfers it caused
+    xfers: dict[int, int] = field(default_factory=dict)
+    #: blocks that end in a return or an indirect jump or call
+    indirect: set[Block] = field(default_factory=set)
 
 
 def parse_snapshot(text: str) -> Snapshot:
@@ -103,6 +113,10 @@ def parse_snapshot(text: str) -> Snapshot:
                     addr, _, hits = item.partition(":")
                     lines[int(addr, 16)] = int(hits)
                 out.atomics[int(f[1], 16)] = Atomic(int(f[2]), int(f[3]), lines)
+            elif f[0] == "ind" and len(f) == 3:
+                out.indirect.add((int(f[1], 16), int(f[2])))
+            elif f[0] == "xfer" and len(f) == 3:
+                out.xfers[int(f[1], 16)] = int(f[2])
             elif f[0] == "unmatched" and len(f) == 3:
                 out.unmatched, out.dropped = int(f[1]), int(f[2])
             elif len(f) == 3:
@@ -130,8 +144,11 @@ def diff_snapshot(after: Snapshot, before: Snapshot) -> Snapshot:
             lines = {ln: n - old.lines.get(ln, 0) for ln, n in at.lines.items()
                      if n - old.lines.get(ln, 0) > 0}
             atomics[addr] = Atomic(at.execs - old.execs, at.other - old.other, lines)
+    xfers = {a: n - before.xfers.get(a, 0) for a, n in after.xfers.items()
+             if n - before.xfers.get(a, 0) > 0}
     return Snapshot(diff_counts(after.blocks, before.blocks), holds, atomics,
-                    after.unmatched - before.unmatched, after.dropped - before.dropped)
+                    after.unmatched - before.unmatched, after.dropped - before.dropped,
+                    xfers, after.indirect | before.indirect)
 
 
 def diff_counts(after: dict[Block, int], before: dict[Block, int]) -> dict[Block, int]:
@@ -192,6 +209,15 @@ def per_symbol(delta: dict[Block, int], syms: Symbols) -> Counter[str]:
     return out
 
 
+def xfers_per_symbol(xfers: dict[int, int], syms: Symbols) -> Counter[str]:
+    """Cache-line transfers (lines=on) per symbol of the instruction that
+    caused them."""
+    out: Counter[str] = Counter()
+    for addr, n in xfers.items():
+        out[syms.name(addr)] += n
+    return out
+
+
 def blocks_of(delta: dict[Block, int], syms: Symbols, func: str,
               ios: int) -> list[tuple[int, int, float]]:
     """The blocks of @func that ran: (offset from its start, as objdump of
@@ -204,6 +230,27 @@ def blocks_of(delta: dict[Block, int], syms: Symbols, func: str,
             assert start is not None
             out.append((addr - start, insns, n / max(ios, 1)))
     return sorted(out)
+
+
+def xfers_of(xfers: dict[int, int], syms: Symbols, func: str,
+             ios: int) -> list[tuple[int, float]]:
+    """The instructions of @func that caused transfers (lines=on): (offset
+    from its start, as blocks_of(); transfers per I/O), by offset."""
+    out = []
+    for addr, n in xfers.items():
+        if syms.name(addr) == func:
+            start = syms.start(addr)
+            assert start is not None
+            out.append((addr - start, n / max(ios, 1)))
+    return sorted(out)
+
+
+def render_xfers(func: str, sched: str, xfers: list[tuple[int, float]]) -> str:
+    """Per instruction of @func: where, cache-line transfers per I/O."""
+    lines = [f"{func} under {sched}: offset  transfers/IO"]
+    lines += [f"  +{off:#06x}  {n:12.2f}" for off, n in xfers if n >= 0.01]
+    lines.append(f"  total {sum(n for _, n in xfers):.2f}")
+    return "\n".join(lines)
 
 
 def render_blocks(func: str, sched: str, blocks: list[tuple[int, int, float]]) -> str:
@@ -226,23 +273,27 @@ class Footprint:
     run's host time, whatever the instructions (scripts/README.md)."""
     runs: int       # block executions
     hot: int        # blocks that ran at least once per HOT_IOS I/Os
+    indirect: int = 0   # executions of blocks left through a lookup
 
 
 #: a block is hot if it ran at least once per this many I/Os
 HOT_IOS = 10
 
 
-def footprint(delta: dict[Block, int], ios: int) -> Footprint:
+def footprint(delta: dict[Block, int], ios: int,
+              indirect: set[Block] | None = None) -> Footprint:
     return Footprint(sum(delta.values()),
-                     sum(1 for n in delta.values() if n * HOT_IOS >= ios > 0))
+                     sum(1 for n in delta.values() if n * HOT_IOS >= ios > 0),
+                     sum(n for b, n in delta.items() if indirect and b in indirect))
 
 
 def render(results: dict[str, tuple[int, Counter[str]]], top: int,
-           feet: dict[str, Footprint] | None = None) -> str:
-    """A table of instructions per I/O: the functions that differ most
-    between the schedulers first (all of them with one scheduler), and the
-    total; with @feet, also the blocks run per I/O and the hot blocks
-    (Footprint)."""
+           feet: dict[str, Footprint] | None = None,
+           title: str = "instructions per I/O") -> str:
+    """A table of instructions (or what @title names) per I/O: the
+    functions that differ most between the schedulers first (all of them
+    with one scheduler), and the total; with @feet, also the blocks run
+    per I/O and the hot blocks (Footprint)."""
     scheds = list(results)
     names = set().union(*(per for _, per in results.values()))
 
@@ -254,7 +305,7 @@ def render(results: dict[str, tuple[int, Counter[str]]], top: int,
         return max(v) - min(v) if len(v) > 1 else v[0]
 
     width = max([len(n) for n in names] + [8])
-    lines = ["instructions per I/O".ljust(width) + "".join(f"{s:>12}" for s in scheds),
+    lines = [title.ljust(width) + "".join(f"{s:>12}" for s in scheds),
              "I/Os".ljust(width) + "".join(f"{results[s][0]:>12}" for s in scheds),
              "all".ljust(width) + "".join(
                  f"{sum(results[s][1].values()) / max(results[s][0], 1):>12.1f}"
@@ -262,6 +313,8 @@ def render(results: dict[str, tuple[int, Counter[str]]], top: int,
     if feet:
         lines += ["blocks run".ljust(width) + "".join(
                       f"{feet[s].runs / max(results[s][0], 1):>12.1f}" for s in scheds),
+                  "indirect exits (ret, jmp/call *)".ljust(width) + "".join(
+                      f"{feet[s].indirect / max(results[s][0], 1):>12.1f}" for s in scheds),
                   f"hot blocks (>= 1 per {HOT_IOS} I/Os)".ljust(width) + "".join(
                       f"{feet[s].hot:>12}" for s in scheds)]
     for name in sorted(names, key=lambda n: (-spread(n), n))[:top]:
@@ -679,6 +732,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iodepth", type=int, default=32, help="(default 32)")
     p.add_argument("--jobs", type=int, default=1,
                    help="fio jobs, each its own task, on the one vCPU (default 1)")
+    p.add_argument("--vcpus", type=int, choices=(1, 2), default=1,
+                   help="2: the overhead suite's multi-threaded VM (two vCPUs, no "
+                        "instruction-counting clock, each job pinned to its vCPU, as "
+                        "hostprof runs it): counts what concurrency adds (lock spinning, "
+                        "queue runs finding nothing); figures then move between runs "
+                        "(default 1)")
     p.add_argument("--top", type=int, default=40, help="functions shown (default 40)")
     p.add_argument("--blocks", action="append", default=[], metavar="FUNC",
                    help="also each translated block of FUNC (as the table names it, e.g. "
@@ -689,6 +748,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--locks", action="store_true",
                    help="also each scheduler's lock acquisitions, instructions held and "
                         "atomic instructions per I/O, and the IOPS ceiling model")
+    p.add_argument("--lines", action="store_true",
+                   help="with --vcpus 2: also the cache-line transfers between the vCPUs "
+                        "per I/O, by the kernel function that caused them (a coherence "
+                        "model in the plugin: tbprof-plugin.c)")
     p.add_argument("--least", type=float, default=0.05,
                    help="--locks: sites and atomics shown from this many per I/O "
                         "(default 0.05)")
@@ -705,6 +768,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.jobs < 1:
         p.error("--jobs: at least 1")
+    if a.vcpus > 1 and a.locks:
+        p.error("--locks follows one vCPU's holds: not with --vcpus 2")
+    if a.lines and a.vcpus < 2:
+        p.error("--lines counts transfers between vCPUs: it needs --vcpus 2")
     try:
         tunes = parse_tune(a.tune)
     except ValueError as e:
@@ -742,9 +809,14 @@ def main(argv: list[str] | None = None) -> int:
 
     job = fio_job(a.iodepth, a.jobs)
     plugin_args = f"{plugin},trigger={trigger}" + (",locks=on" if a.locks else "")
+    vm_cfg: dict[str, object] = {"smp": 1, "icount": 3}
+    if a.vcpus > 1:
+        job += f" --cpus_allowed=0-{min(a.jobs, a.vcpus) - 1} --cpus_allowed_policy=split"
+        plugin_args += ",smp=on" + (",lines=on" if a.lines else "")
+        vm_cfg = {"smp": a.vcpus, "tcg_thread": "multi"}
     mods_of = modules.elevators()
-    with booted(a.kernel, build=not a.no_build, smp=1, icount=3,
-                extra_qemu=["-plugin", plugin_args]) as target:
+    with booted(a.kernel, build=not a.no_build, extra_qemu=["-plugin", plugin_args],
+                **vm_cfg) as target:
         vm = target.vm
         r = vm.run(load_command(NULL_BLK, mods_of.values()) + " "
                    "echo 0 > /proc/sys/kernel/kptr_restrict && grep -F '[' /proc/kallsyms")
@@ -759,6 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.locks:
             set_primitives(primitives_command(syms))
         results: dict[str, tuple[int, Counter[str]]] = {}
+        transfers: dict[str, tuple[int, Counter[str]]] = {}
         feet: dict[str, Footprint] = {}
         lock_reports: list[str] = []
         lines_by_sched: dict[str, list[Line]] = {}
@@ -774,12 +847,16 @@ def main(argv: list[str] | None = None) -> int:
             whole = diff_snapshot(after, before)
             delta = whole.blocks
             results[s] = (ios, per_symbol(delta, syms))
-            feet[s] = footprint(delta, ios)
+            feet[s] = footprint(delta, ios, whole.indirect)
+            if a.lines:
+                transfers[s] = (ios, xfers_per_symbol(whole.xfers, syms))
             print(f"{s}: {ios} I/Os", flush=True)
             for func in a.blocks:
                 blocks = blocks_of(delta, syms, func, ios)
                 if blocks:
                     print(render_blocks(func, s, blocks), flush=True)
+                if a.lines and (xf := xfers_of(whole.xfers, syms, func, ios)):
+                    print(render_xfers(func, s, xf), flush=True)
             if a.locks:
                 sites = lock_sites(whole, syms, ios, s, mods_of.get(s))
                 atomics = atomic_sites(whole, syms, ios)
@@ -787,6 +864,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  mods_of.get(s)))
                 lines_by_sched[s] = shared_lines(sites, atomics, s, mods_of.get(s))
         print(render(results, a.top, feet))
+        if a.lines:
+            print("\n" + render(transfers, a.top, title="cache-line transfers per I/O"))
         if a.locks:
             print("\n" + "\n\n".join(lock_reports))
             print("\n" + render_ceilings(lines_by_sched, model))

@@ -83,18 +83,29 @@ def test_table_puts_the_largest_difference_first() -> None:
 
 
 def test_footprint_counts_block_runs_and_the_hot_blocks() -> None:
-    """Blocks run per I/O, and the blocks that ran at least once per
-    HOT_IOS I/Os (a block run 9 times in 100 I/Os is not hot)."""
+    """Blocks run per I/O, the runs of blocks left through a lookup, and
+    the blocks that ran at least once per HOT_IOS I/Os (a block run 9
+    times in 100 I/Os is not hot)."""
     delta = {(0x1000, 3): 250, (0x1010, 2): 10, (0x1020, 5): 9, (0x1030, 1): 0}
-    f = tbprof.footprint(delta, 100)
-    assert (f.runs, f.hot) == (269, 2)
+    f = tbprof.footprint(delta, 100, {(0x1010, 2), (0x1020, 5), (0x2000, 1)})
+    assert (f.runs, f.hot, f.indirect) == (269, 2, 19)
     assert tbprof.footprint(delta, 0).hot == 0
+    assert tbprof.footprint(delta, 100).indirect == 0
     results = {"fifo-ref": (100, Counter({"a": 1000})), "flashfq": (50, Counter({"a": 800}))}
     lines = tbprof.render(results, top=10, feet={"fifo-ref": f, "flashfq": tbprof.Footprint(
-        100, 7)}).splitlines()
+        100, 7, 40)}).splitlines()
     assert lines[3].split() == ["blocks", "run", "2.7", "2.0"]
-    assert lines[4].split() == ["hot", "blocks", "(>=", "1", "per", "10", "I/Os)", "2", "7"]
-    assert lines[5].split()[0] == "a"
+    assert lines[4].split() == ["indirect", "exits", "(ret,", "jmp/call", "*)", "0.2", "0.8"]
+    assert lines[5].split() == ["hot", "blocks", "(>=", "1", "per", "10", "I/Os)", "2", "7"]
+    assert lines[6].split()[0] == "a"
+
+
+def test_blocks_left_through_a_lookup_are_listed_and_kept() -> None:
+    before = tbprof.parse_snapshot("1000 3 5\nind 1000 3\n")
+    after = tbprof.parse_snapshot("1000 3 9\n2000 2 4\nind 1000 3\nind 2000 2\n")
+    d = tbprof.diff_snapshot(after, before)
+    assert d.indirect == {(0x1000, 3), (0x2000, 2)}
+    assert tbprof.footprint(d.blocks, 4, d.indirect).indirect == 8
 
 
 def test_tune_items_by_scheduler() -> None:
@@ -395,6 +406,8 @@ bool qemu_plugin_read_memory_vaddr(uint64_t addr, gbytes_t *data, size_t len)
 gbytes_t *g_byte_array_new(void)
 { bufs[nbufs].data = bufmem[nbufs]; return &bufs[nbufs++]; }
 gbytes_t *g_byte_array_set_size(gbytes_t *a, unsigned int len) { a->len = len; return a; }
+/* the harness's meminfo: bit 0 set for a store */
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info) { return info & 1; }
 
 static struct block *translate(uint64_t vaddr, size_t n, const char *bytes)
 {
@@ -452,6 +465,19 @@ int main(int argc, char **argv)
 	body = translate(0x60000, 5, 0);
 	atom = translate(0x70000, 2, "f00fb111");
 	printf("codes %d %d %d %d\n", lock->code, trylock->code, unlock->code, caller->code);
+	{
+		static const char *ends[] = { "c3", "f3c3", "c20800", "ffe0", "41ffd3",
+					      "ff1500000000", "e800000000", "ebfe", "ffc0", 0 };
+
+		for (i = 0; ends[i]; i++) {
+			uint8_t b[16];
+			size_t n = strlen(ends[i]) / 2, j;
+
+			for (j = 0; j < n; j++)
+				sscanf(ends[i] + 2 * j, "%2hhx", &b[j]);
+			printf("is_indirect %s %d\n", ends[i], is_indirect(b, n));
+		}
+	}
 
 	/* lock A at site 0x5000a with interrupts on; 2 blocks of 5; unlock */
 	block_ran_locks(0, caller);
@@ -510,6 +536,18 @@ def test_the_plugin_follows_locks_and_atomics(tmp_path: Path) -> None:
         "3ef700": "0",       # ds test
     }
     assert "codes 1 2 3 0" in out
+    ends = dict(ln.split()[1:] for ln in out if ln.startswith("is_indirect"))
+    assert ends == {
+        "c3": "1",            # ret
+        "f3c3": "1",          # rep ret
+        "c20800": "1",        # ret 8
+        "ffe0": "1",          # jmp *%rax
+        "41ffd3": "1",        # call *%r11
+        "ff1500000000": "1",  # call *mem
+        "e800000000": "0",    # call rel32: chained
+        "ebfe": "0",          # jmp rel8
+        "ffc0": "0",          # inc %eax
+    }
     snap = tbprof.parse_snapshot((tmp_path / "snap").read_text())
     assert snap.holds == {
         (0x5000a, 0xA0, 0xa0000): (1, 3 + 5 + 5, 0),
@@ -520,6 +558,69 @@ def test_the_plugin_follows_locks_and_atomics(tmp_path: Path) -> None:
     assert snap.atomics == {0x70000: tbprof.Atomic(
         2, 0, {0xffff888000001000: 2, 0xffff888000002000: 1})}
     assert snap.blocks[(0x50000, 10)] == 1 and snap.blocks[(0x60000, 5)] == 3
+
+
+LINES_MAIN = r"""
+/* vcpu @v loads (0) or stores (1) the byte at @addr, by instruction @x */
+static void touch(unsigned int v, int store, uint64_t addr, struct xfer *x)
+{
+	line_access(v, store, addr, x);
+}
+
+int main(int argc, char **argv)
+{
+	struct xfer *x, *y;
+	uint64_t l = 0xffff888000001000ULL, m = 0xffff888000002040ULL;
+
+	lines = true;
+	if (lines_init())
+		return 1;
+	x = xfer_at(0xffffffffc0001000ULL);
+	y = xfer_at(0xffffffffc0001004ULL);
+	touch(0, 1, l, x);		/* first touch: none */
+	touch(0, 0, l + 8, x);		/* its own line: none */
+	touch(1, 0, l, x);		/* modified by 0: 1 */
+	touch(0, 0, l, x);		/* shared by both now: none */
+	touch(1, 0, l + 63, x);	/* the same line: none */
+	touch(0, 1, l, y);		/* 1 holds a copy: 1 (y) */
+	touch(0, 1, l, y);		/* exclusive: none */
+	touch(1, 1, l + 32, x);	/* 0 holds it: 2 */
+	touch(1, 0, m, x);		/* another line, first touch: none */
+	touch(0, 0, l + 64, y);	/* the next line, first touch: none */
+	touch(0, 1, m, y);		/* 1 holds a copy: 2 (y) */
+	touch(2, 0, m, y);		/* modified by 0: 3 (y) */
+	snapshot(argv[1]);
+	return 0;
+}
+"""
+
+
+def test_the_plugins_coherence_model_counts_transfers(tmp_path: Path) -> None:
+    """lines=on: a load of a line another vCPU modified and a store to a
+    line another vCPU holds are transfers, by the instruction that made
+    them; first touches and a vCPU's own lines are not."""
+    src = tmp_path / "lines.c"
+    src.write_text(HARNESS.split("int main")[0].replace("PLUGIN", str(tbprof.PLUGIN_SRC))
+                   + LINES_MAIN)
+    exe = tmp_path / "lines"
+    subprocess.run(["gcc", "-O1", "-Wall", "-Wno-unused-function", "-o", str(exe), str(src),
+                    "-lpthread"], check=True)
+    subprocess.run([str(exe), str(tmp_path / "snap")], check=True)
+    snap = tbprof.parse_snapshot((tmp_path / "snap").read_text())
+    assert snap.xfers == {0xffffffffc0001000: 2, 0xffffffffc0001004: 3}
+
+
+def test_transfers_difference_and_go_to_their_functions() -> None:
+    before = tbprof.parse_snapshot("xfer ffffffffc0100010 5\nxfer ffffffffc0100020 1\n")
+    after = tbprof.parse_snapshot("xfer ffffffffc0100010 9\nxfer ffffffffc0100020 1\n"
+                                  "xfer ffffffff81000004 2\n")
+    d = tbprof.diff_snapshot(after, before)
+    assert d.xfers == {0xffffffffc0100010: 4, 0xffffffff81000004: 2}
+    syms = tbprof.Symbols.parse([KALLSYMS])
+    per = tbprof.xfers_per_symbol(d.xfers, syms)
+    assert sum(per.values()) == 6
+    assert tbprof.xfers_of(d.xfers, syms, syms.name(0xffffffffc0100010), 2) == [
+        (0xffffffffc0100010 - syms.start(0xffffffffc0100010), 2.0)]
 
 
 def test_the_job_sums_its_jobs_on_one_line() -> None:
