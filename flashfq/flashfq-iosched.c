@@ -236,7 +236,9 @@
 #include <linux/refcount.h>
 #include <linux/atomic.h>
 #include <linux/bitops.h>
+#include <linux/bitmap.h>
 #include <linux/llist.h>
+#include <linux/percpu.h>
 #include <linux/spinlock.h>
 #include <linux/list.h>
 #include <linux/rbtree.h>
@@ -291,7 +293,9 @@ struct ffq_rec {
  * owns the slot from then until it posts @rec (llist_add(), a full
  * barrier), reads them and writes @done_ns, @requeued and @sync; the
  * holder of fd->lock that takes the record off fd->done (llist_del_all(),
- * likewise) applies it and frees the slot.
+ * likewise) applies it and frees the slot.  Those three may be three
+ * CPUs: each slot has cache lines of its own, which no other slot's
+ * owner writes.
  */
 struct ffq_slot {
 	struct list_head node;	/* its task's inflight list while taken */
@@ -305,7 +309,7 @@ struct ffq_slot {
 	bool requeued;		/* given back by the driver: not learnt from */
 	bool sync;		/* FFQ_RQ_SYNC: its completion may anticipate */
 	struct ffq_rec rec;	/* FFQ_REC_DONE */
-};
+} ____cacheline_aligned_in_smp;
 
 /* ffq_slot.dir of what is neither a read nor a write: not learnt from */
 #define FFQ_DIR_OTHER	2
@@ -321,17 +325,23 @@ enum {
  * ("Tasks and their lifetime", "Deferred completions" above).
  */
 struct ffq_tq {
+	/*
+	 * What every request of the task writes (its tag, dispatch and
+	 * completion, from whichever CPU holds fd->lock then), together:
+	 * the fewer cache lines, the fewer that move between CPUs.
+	 */
 	struct ffq_task task;		/* flashfq-core.h state and facts */
 	struct list_head fifo;		/* queued requests, in tag order */
-	struct rb_root sort[2];		/* queued mergeable ones, by sector */
 	struct list_head inflight;	/* its slots, in dispatch order */
-	struct list_head active_node;	/* on fd->active while active */
-	pid_t pid;			/* constant: the context's creator */
 	refcount_t ref;			/* the io_cq's and its requests' */
 	u64 inserted;			/* requests tagged */
 	u64 dispatched;
 	u64 completed;
 	u64 service;			/* charge of the dispatched ones */
+
+	struct rb_root sort[2];		/* queued mergeable ones, by sector */
+	struct list_head active_node;	/* on fd->active while active */
+	pid_t pid;			/* constant: the context's creator */
 	/*
 	 * The notice, set locklessly by exit_icq and by finish_request of
 	 * a request without a slot, posted once (FFQ_TQ_POSTED) and taken
@@ -354,7 +364,11 @@ struct ffq_icq {
 	bool ready;			/* tq set: iosched_icq_wait_ready() */
 };
 
-/* Counters kept under fd->lock; debugfs "counters". */
+/*
+ * Counters, per CPU: incremented by holders of fd->lock (this_cpu_inc()),
+ * summed by debugfs "counters".  Shared, they would put one more cache
+ * line a request in every CPU's way.
+ */
 struct ffq_stats {
 	u64 dispatched;
 	u64 completed;
@@ -377,37 +391,57 @@ enum {
 	FFQ_DUE,		/* the hrtimer found a deadline due */
 };
 
+/*
+ * Laid out by who writes what how often: a field written for every
+ * request shares its cache line with the lock or with others written
+ * then, and a line read locklessly by other CPUs holds nothing written
+ * more often than it is read.
+ */
 struct ffq_data {
+	/* Constant, read-mostly: written at init and by sysfs stores. */
 	struct request_queue *q;	/* constant */
 	/* constant pointer: the dispatch batch records (iosched-batch.h) */
 	struct iosched_batch __percpu *batch;
+	struct ffq_stats __percpu *stats;	/* constant pointer */
+	/* Tunables: WRITE_ONCE() by sysfs stores, READ_ONCE() by users. */
+	unsigned int depth;
+	unsigned int throttle_us;
+	unsigned int antic_us;
+	unsigned int antic_block_us;
+	unsigned int ioprio_weights;
+	/*
+	 * The costs in force: written under @lock (sysfs stores take it),
+	 * with WRITE_ONCE(), as learnt or set (@cost_set, @cost_src); read
+	 * with READ_ONCE().
+	 */
+	struct ffq_cost_model cost;
+	/*
+	 * Requests on tasks' queues and @bypass: written under @lock with
+	 * WRITE_ONCE(), read locklessly by has_work and bio_merge.  Here
+	 * because it changes only when requests wait, which a request
+	 * handed out as it comes does not (ffq_dispatch_lone()).
+	 */
+	unsigned int queued;
 
 	/* requests inserted, lock-free, not yet taken ("Locking") */
 	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
 
+	/* Under @lock; the first three lines are written for every request. */
 	spinlock_t lock ____cacheline_aligned_in_smp;	/* "Locking" above */
-	struct ffq_sched s;		/* tasks' order, virtual time */
-	struct ffq_tq anon;		/* requests without a task */
-	struct list_head active;	/* active tasks (debugfs) */
-	struct list_head bypass;	/* unprepared requests */
-	unsigned int nr_free;		/* free slots: @free[0..nr_free) */
-	unsigned int queued;		/* requests on tasks' queues and
-					 * @bypass: WRITE_ONCE(), read
-					 * locklessly by has_work and
-					 * bio_merge
-					 */
 	unsigned int nr_bypass;		/* requests on @bypass */
+	struct ffq_sched s;		/* tasks' order, virtual time */
+	u64 inflight_bytes[2];		/* bytes of reads, writes in slots */
+	/* free @slots, a bit each: the lowest is taken first */
+	unsigned long free[BITS_TO_LONGS(FFQ_MAX_DEPTH)];
+	u64 timer_at;			/* when @timer is armed for, 0: not */
+	struct list_head bypass;	/* unprepared requests */
+	struct list_head active;	/* active tasks (debugfs) */
 	struct ffq_tq *bio_tq;		/* bio_merge: the bio's task */
 	struct hrtimer timer;		/* held dispatch: earliest deadline */
-	u64 timer_at;			/* when it is armed for, 0: not */
-	struct ffq_stats stats;
-	/* a slot's fields: see struct ffq_slot */
-	struct ffq_slot slots[FFQ_MAX_DEPTH];
-	u16 free[FFQ_MAX_DEPTH];	/* indices into @slots, a stack */
-	u64 inflight_bytes[2];		/* bytes of reads, writes in slots */
 	struct ffq_learn learn;		/* learnt costs (flashfq-core.h) */
 	struct ffq_cost_model cost_set;	/* written in sysfs, 0: learn */
 	u8 cost_src[FFQ_NR_POINTS];	/* enum ffq_cost_src of @cost */
+	struct ffq_tq anon;		/* requests without a task */
 
 	/*
 	 * Lockless, written by completions, requeues, exits and the timer:
@@ -419,18 +453,8 @@ struct ffq_data {
 	unsigned long flags;		/* FFQ_HELD, FFQ_DUE */
 	atomic_long_t requeued;		/* slot holders given back */
 
-	/* Tunables: WRITE_ONCE() by sysfs stores, READ_ONCE() by users. */
-	unsigned int depth ____cacheline_aligned_in_smp;
-	unsigned int throttle_us;
-	unsigned int antic_us;
-	unsigned int antic_block_us;
-	unsigned int ioprio_weights;
-	/*
-	 * The costs in force: written under @lock (sysfs stores take it),
-	 * with WRITE_ONCE(), as learnt or set (@cost_set, @cost_src); read
-	 * with READ_ONCE().
-	 */
-	struct ffq_cost_model cost;
+	/* a slot's fields: see struct ffq_slot (lines of their own) */
+	struct ffq_slot slots[FFQ_MAX_DEPTH];
 };
 
 /*
@@ -743,7 +767,7 @@ static inline void ffq_free_slot(struct ffq_data *fd, struct ffq_slot *slot)
 	list_del_init(&slot->node);
 	if (slot->dir != FFQ_DIR_OTHER)
 		fd->inflight_bytes[slot->dir] -= slot->bytes;
-	fd->free[fd->nr_free++] = slot - fd->slots;
+	__set_bit(slot - fd->slots, fd->free);
 	slot->tq->task.nr_inflight--;
 	WRITE_ONCE(fd->s.inflight, fd->s.inflight - 1);
 }
@@ -766,12 +790,12 @@ static noinline void ffq_expire(struct ffq_data *fd, u64 now)
 		struct ffq_tq *tq = container_of(t, struct ffq_tq, task);
 
 		if (ffq_timer_fire(&fd->s, t, now) == FFQ_TIMER_EXPIRE) {
-			fd->stats.antic_expired++;
+			this_cpu_inc(fd->stats->antic_expired);
 			trace_flashfq_antic_expire(fd->q, tq->pid,
 						   t->antic_start,
 						   t->antic_until, 0);
 		} else {
-			fd->stats.antic_unblocked++;
+			this_cpu_inc(fd->stats->antic_unblocked);
 		}
 		ffq_refresh(fd, tq);
 	}
@@ -843,12 +867,12 @@ static void ffq_apply_done(struct ffq_data *fd, struct ffq_slot *slot)
 	ffq_learn_done(fd, slot);
 	ffq_free_slot(fd, slot);
 	tq->completed++;
-	fd->stats.completed++;
+	this_cpu_inc(fd->stats->completed);
 	if (!WARN_ON_ONCE(!t->nr_out))
 		t->nr_out--;
 	if (ffq_complete(&fd->s, t, slot->sync, slot->done_ns,
 			 ffq_us(&fd->antic_us), ffq_us(&fd->antic_block_us))) {
-		fd->stats.antic_started++;
+		this_cpu_inc(fd->stats->antic_started);
 		ffq_trace_antic(fd, tq, slot->done_ns);
 		/*
 		 * The task stays active and nothing else changed: its update
@@ -900,7 +924,7 @@ static void ffq_apply_notice(struct ffq_data *fd, struct ffq_tq *tq)
 	if (!WARN_ON_ONCE(t->nr_out < n))
 		t->nr_out -= n;
 	if (exit && ffq_exit(t)) {
-		fd->stats.antic_cancelled++;
+		this_cpu_inc(fd->stats->antic_cancelled);
 		ffq_trace_antic(fd, tq, 0);
 	}
 	ffq_refresh(fd, tq);
@@ -1039,7 +1063,7 @@ static __always_inline u64 ffq_tag_new(struct ffq_data *fd,
 	lockdep_assert_held(&fd->lock);
 
 	if (ffq_arrive(&tq->task)) {
-		fd->stats.antic_cancelled++;
+		this_cpu_inc(fd->stats->antic_cancelled);
 		ffq_trace_antic(fd, tq, 0);
 	}
 	start = ffq_tag(&fd->s, &tq->task, charge);
@@ -1145,7 +1169,7 @@ static void ffq_insert_request(struct ffq_data *fd, struct request *rq,
 			ffq_rq_set_start(rq, slot->start);
 			ffq_free_slot(fd, slot);
 			if (!(flags & FFQ_RQ_REQUEUED))
-				fd->stats.reinsert++;
+				this_cpu_inc(fd->stats->reinsert);
 		}
 		flags &= ~FFQ_RQ_REQUEUED;
 		ffq_rq_put(rq, ffq_rq_charge(ffq_rq_get(rq)), 0, flags);
@@ -1213,10 +1237,12 @@ static __always_inline struct ffq_slot *ffq_take_slot(struct ffq_data *fd,
 						      struct request *rq,
 						      u64 start, u64 *now)
 {
-	struct ffq_slot *slot = &fd->slots[fd->free[--fd->nr_free]];
+	unsigned int idx = find_first_bit(fd->free, FFQ_MAX_DEPTH);
+	struct ffq_slot *slot = &fd->slots[idx];
 
 	lockdep_assert_held(&fd->lock);
 
+	__clear_bit(idx, fd->free);
 	/* As mq-deadline: no more merging into a request handed out. */
 	rq->rq_flags |= RQF_STARTED;
 	list_add_tail(&slot->node, &tq->inflight);
@@ -1245,7 +1271,7 @@ static __always_inline void ffq_sent(struct ffq_data *fd, struct ffq_tq *tq,
 	ffq_rq_put(rq, charge, slot - fd->slots + 1, flags);
 	tq->dispatched++;
 	tq->service += charge;
-	fd->stats.dispatched++;
+	this_cpu_inc(fd->stats->dispatched);
 	trace_flashfq_dispatch(rq, tq->pid, slot->start, charge, fd->s.vtime,
 			       rq->start_time_ns && now > rq->start_time_ns ?
 			       now - rq->start_time_ns : 0,
@@ -1378,7 +1404,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		list_del_init(&rq->queuelist);
 		fd->nr_bypass--;
 		WRITE_ONCE(fd->queued, fd->queued - 1);
-		fd->stats.bypassed++;
+		this_cpu_inc(fd->stats->bypassed);
 		return rq;
 	}
 
@@ -1393,7 +1419,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		if (iosched_batch_ends(batch, list_first_entry(&tq->fifo,
 							       struct request,
 							       queuelist))) {
-			fd->stats.batch_ended++;
+			this_cpu_inc(fd->stats->batch_ended);
 			return NULL;
 		}
 		return ffq_dispatch_from(fd, tq, gap);
@@ -1401,14 +1427,14 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 	case FFQ_PICK_EMPTY:
 		return NULL;
 	case FFQ_PICK_FULL:
-		fd->stats.held_full++;
+		this_cpu_inc(fd->stats->held_full);
 		break;
 	case FFQ_PICK_ANTIC: {
 		struct ffq_hnode *b = ffq_heap_min(&fd->s.block);
 		struct ffq_hnode *r = ffq_heap_min(&fd->s.ready);
 		struct ffq_tq *tq = container_of(b, struct ffq_tq, task.block);
 
-		fd->stats.held_antic++;
+		this_cpu_inc(fd->stats->held_antic);
 		ffq_arm_timer(fd);
 		trace_flashfq_throttled(fd->q, tq->pid, true, r->key - b->key,
 					throttle, fd->s.inflight, fd->queued);
@@ -1418,7 +1444,7 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 		struct ffq_hnode *r = ffq_heap_min(&fd->s.ready);
 		struct ffq_tq *tq = container_of(r, struct ffq_tq, task.ready);
 
-		fd->stats.held_throttle++;
+		this_cpu_inc(fd->stats->held_throttle);
 		ffq_arm_timer(fd);
 		trace_flashfq_throttled(fd->q, tq->pid, false, gap,
 					throttle, fd->s.inflight, fd->queued);
@@ -1780,7 +1806,7 @@ static void ffq_requests_merged(struct request_queue *q, struct request *rq,
 						  FFQ_RQ_QUEUED |
 						  FFQ_RQ_ON_RB));
 		ntq->task.nr_out--;
-		fd->stats.merged++;
+		this_cpu_inc(fd->stats->merged);
 		if (ntq != tq)
 			ffq_refresh(fd, ntq);
 	}
@@ -1884,9 +1910,15 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 		return -ENOMEM;
 
 	fd = kzalloc_node(sizeof(*fd), GFP_KERNEL, q->node);
-	if (fd)
+	if (fd) {
 		fd->batch = iosched_batch_alloc();
-	if (!fd || !fd->batch) {
+		fd->stats = alloc_percpu(struct ffq_stats);
+	}
+	if (!fd || !fd->batch || !fd->stats) {
+		if (fd) {
+			iosched_batch_free(fd->batch);
+			free_percpu(fd->stats);
+		}
 		kfree(fd);
 		compat_elevator_put(eq);
 		return -ENOMEM;
@@ -1901,11 +1933,10 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	INIT_LIST_HEAD(&fd->active);
 	INIT_LIST_HEAD(&fd->bypass);
 	for (i = 0; i < FFQ_MAX_DEPTH; i++) {
-		fd->free[i] = FFQ_MAX_DEPTH - 1 - i;
 		INIT_LIST_HEAD(&fd->slots[i].node);
 		fd->slots[i].rec.kind = FFQ_REC_DONE;
 	}
-	fd->nr_free = FFQ_MAX_DEPTH;
+	bitmap_fill(fd->free, FFQ_MAX_DEPTH);
 	init_llist_head(&fd->done);
 	atomic_long_set(&fd->requeued, 0);
 	compat_hrtimer_setup(&fd->timer, ffq_timer_fn, CLOCK_MONOTONIC,
@@ -1943,6 +1974,7 @@ static void ffq_exit_sched(struct elevator_queue *e)
 		  "flashfq: %s: %u queued, %u in flight, tasks active at exit\n",
 		  ffq_disk_name(fd), fd->queued, fd->s.inflight);
 	iosched_batch_free(fd->batch);
+	free_percpu(fd->stats);
 	kfree(fd);
 }
 
@@ -2189,13 +2221,30 @@ static int ffq_dbg_counters_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
 	struct ffq_data *fd = q->elevator->elevator_data;
-	struct ffq_stats st;
+	struct ffq_stats st = { 0 };
 	long requeued;
+	int cpu;
 
 	spin_lock(&fd->lock);
 	ffq_drain(fd);
 	ffq_settle_deferred(fd, NULL);
-	st = fd->stats;
+	for_each_possible_cpu(cpu) {
+		const struct ffq_stats *c = per_cpu_ptr(fd->stats, cpu);
+
+		st.dispatched += c->dispatched;
+		st.completed += c->completed;
+		st.merged += c->merged;
+		st.bypassed += c->bypassed;
+		st.reinsert += c->reinsert;
+		st.held_full += c->held_full;
+		st.held_throttle += c->held_throttle;
+		st.held_antic += c->held_antic;
+		st.batch_ended += c->batch_ended;
+		st.antic_started += c->antic_started;
+		st.antic_expired += c->antic_expired;
+		st.antic_cancelled += c->antic_cancelled;
+		st.antic_unblocked += c->antic_unblocked;
+	}
 	spin_unlock(&fd->lock);
 	requeued = atomic_long_read(&fd->requeued);
 	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %ld\nmerged %llu\nbypassed %llu\nreinsert %llu\n",
