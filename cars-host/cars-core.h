@@ -344,15 +344,19 @@ struct cars_stats {
 };
 
 struct cars_sched {
+	/*
+	 * First what every dispatch writes: the glue puts this struct after
+	 * its lock, so that these share the lock's cache lines.
+	 */
+	struct cars_stats st;
+	unsigned long last_flow;	/* flow served last, 0: none yet */
+	u32 consec;		/* its consecutive dispatches */
+	u32 wp;			/* die of the next page written */
+	bool cmt_on;
 	struct cars_params p;
 	struct cars_die *die;	/* [p.nr_dies] */
 	struct cars_map map;	/* record of recent writes */
 	struct cars_lru cmt;	/* mapping-cache regions; used when enabled */
-	bool cmt_on;
-	u32 wp;			/* die of the next page written */
-	unsigned long last_flow;	/* flow served last, 0: none yet */
-	u32 consec;		/* its consecutive dispatches */
-	struct cars_stats st;
 };
 
 /* A flow's oldest queued request, as the glue shows it to cars_pick(). */

@@ -100,6 +100,7 @@
 #include <linux/init.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
+#include <linux/percpu.h>
 #include <linux/spinlock.h>
 #include <linux/list.h>
 #include <linux/hrtimer.h>
@@ -153,7 +154,11 @@ struct cars_icq {
 	bool ready;			/* flow set up: iosched_icq_wait_ready() */
 };
 
-/* Counters kept under cd->lock; debugfs "counters". */
+/*
+ * Counters, per CPU: incremented by holders of cd->lock (this_cpu_inc()),
+ * summed by debugfs "counters".  Shared, they would put one more cache
+ * line a request in every CPU's way.
+ */
 struct cars_counts {
 	u64 dispatched;
 	u64 merged;
@@ -186,37 +191,27 @@ struct cars_posted {
 	atomic64_t requeue_released;	/* ... that released a request */
 };
 
+/*
+ * Laid out by who writes what how often: what every request writes under
+ * cd->lock shares the lock's cache lines, and the lines other CPUs read
+ * locklessly hold nothing written more often than they are read.
+ */
 struct cars_data {
+	/* Constant, read-mostly. */
 	struct request_queue *q;	/* constant */
 	/* constant pointer: the dispatch batch records (iosched-batch.h) */
 	struct iosched_batch __percpu *batch;
-
-	spinlock_t lock;		/* see "Locking" above */
-	struct cars_sched s;		/* dies, record, cache, throttle */
-	struct cars_die die[CARS_MAX_DIES];
-	struct cars_flow anon;		/* requests without an io_cq */
-	struct list_head rr;		/* flows with queued requests */
-	struct list_head bypass;	/* unprepared requests */
-	unsigned int queued;		/* requests queued; also read
-					 * locklessly by has_work, bio_merge
-					 */
-	u64 placed;			/* requests given a slot, since init;
-					 * also read locklessly by traces
-					 */
-	unsigned long flags;		/* CARS_HELD: atomic bit operations */
-	struct hrtimer timer;		/* earliest die free / hold end */
-	u64 timer_at;			/* when it was last armed for, 0: not */
-	struct cars_counts counts;
-	struct cars_head heads[CARS_SCAN];	/* dispatch's scratch */
-	struct cars_flow *head_flow[CARS_SCAN];
-	struct request *head_rq[CARS_SCAN];
+	/* constant pointer: counters per CPU, this_cpu_inc() under cd->lock */
+	struct cars_counts __percpu *counts;
 	void *map_mem;			/* constant: the record's memory */
 	void *cmt_mem;			/* constant: the cache model's */
-
-	/* lock-free: see struct cars_posted */
-	struct cars_posted posted ____cacheline_aligned_in_smp;
-	/* requests inserted, lock-free, not yet taken ("Insertion") */
-	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
+	/*
+	 * Requests queued, written under cd->lock, read locklessly by
+	 * has_work and bio_merge: here as it changes only when requests
+	 * wait, which a request sent as it comes does not
+	 * (cars_dispatch_lone()).
+	 */
+	unsigned int queued;
 
 	/* Tunables in their sysfs units: under cd->lock (see cars_apply()). */
 	unsigned int nr_dies;
@@ -231,6 +226,28 @@ struct cars_data {
 	unsigned int cmt_regions;
 	unsigned int cmt_region_kb;
 	unsigned int lookahead;
+
+	/* Under the lock ("Locking" above), written for every request first. */
+	spinlock_t lock ____cacheline_aligned_in_smp;
+	u64 placed;			/* requests given a slot, since init;
+					 * also read locklessly by traces
+					 */
+	struct cars_sched s;		/* dies, record, cache, throttle */
+	struct list_head rr;		/* flows with queued requests */
+	struct list_head bypass;	/* unprepared requests */
+	u64 timer_at;			/* when it was last armed for, 0: not */
+	struct hrtimer timer;		/* earliest die free / hold end */
+	struct cars_head heads[CARS_SCAN];	/* dispatch's scratch */
+	struct cars_flow *head_flow[CARS_SCAN];
+	struct request *head_rq[CARS_SCAN];
+	struct cars_flow anon;		/* requests without an io_cq */
+	struct cars_die die[CARS_MAX_DIES];
+
+	/* lock-free: see struct cars_posted */
+	struct cars_posted posted ____cacheline_aligned_in_smp;
+	unsigned long flags;		/* CARS_HELD: atomic bit operations */
+	/* requests inserted, lock-free, not yet taken ("Insertion") */
+	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
 };
 
 /*
@@ -620,15 +637,23 @@ static void cars_insert_list(struct cars_data *cd, struct request *rq,
 	}
 }
 
+/* What cars_pick() knows of @rq, the request of flow @f, in @h. */
+static __always_inline void cars_head_of(struct cars_head *h,
+					 struct cars_flow *f,
+					 struct request *rq)
+{
+	h->flow = (unsigned long)f;
+	h->sector = blk_rq_pos(rq);
+	h->nr_sectors = blk_rq_sectors(rq);
+	h->op = cars_rq_op(rq);
+	h->arrival = cars_rq_time(rq);
+}
+
 /* Entry @n of what cars_pick() looks at: @rq, the request of flow @f. */
 static __always_inline void cars_head(struct cars_data *cd, u32 n,
 				      struct cars_flow *f, struct request *rq)
 {
-	cd->heads[n].flow = (unsigned long)f;
-	cd->heads[n].sector = blk_rq_pos(rq);
-	cd->heads[n].nr_sectors = blk_rq_sectors(rq);
-	cd->heads[n].op = cars_rq_op(rq);
-	cd->heads[n].arrival = cars_rq_time(rq);
+	cars_head_of(&cd->heads[n], f, rq);
 	cd->head_flow[n] = f;
 	cd->head_rq[n] = rq;
 }
@@ -678,7 +703,7 @@ static __always_inline void cars_send(struct cars_data *cd,
 	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
 	WRITE_ONCE(cd->placed, cd->placed + 1);
 	f->dispatched++;
-	cd->counts.dispatched++;
+	this_cpu_inc(cd->counts->dispatched);
 	trace_cars_dispatch(rq, f->pid, pl.die, pl.ndies, pl.op, c->forced,
 			    c->cmt_miss, cd->placed - released);
 }
@@ -710,7 +735,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	if (rq) {
 		list_del_init(&rq->queuelist);
 		WRITE_ONCE(cd->queued, cd->queued - 1);
-		cd->counts.bypassed++;
+		this_cpu_inc(cd->counts->bypassed);
 		return rq;
 	}
 	if (list_empty(&cd->rr))
@@ -720,7 +745,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	if (inflight >= depth) {
 		*again = cars_hold(cd, released);
 		if (!*again)
-			cd->counts.held_depth++;
+			this_cpu_inc(cd->counts->held_depth);
 		return NULL;
 	}
 	/* the first flow's oldest, which mostly goes: cars_pick_first() */
@@ -743,7 +768,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
 	    iosched_batch_ends(batch, cd->head_rq[c.idx])) {
-		cd->counts.batch_ended++;
+		this_cpu_inc(cd->counts->batch_ended);
 		return NULL;
 	}
 	cars_count_pick(&cd->s, &c);
@@ -757,7 +782,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	if (c.idx == CARS_NONE) {
 		*again = cars_hold(cd, released);
 		if (!*again) {
-			cd->counts.held_conflict++;
+			this_cpu_inc(cd->counts->held_conflict);
 			cars_arm_timer(cd, c.wake_at);
 		}
 		return NULL;
@@ -791,6 +816,7 @@ static struct request *cars_dispatch_lone(struct cars_data *cd,
 					  struct list_head *free)
 {
 	struct cars_choice c = { .idx = 0, .first_skip = CARS_NONE };
+	struct cars_head h;	/* not cd->heads[0]: a line less to write */
 	struct cars_flow *f;
 
 	lockdep_assert_held(&cd->lock);
@@ -800,8 +826,8 @@ static struct request *cars_dispatch_lone(struct cars_data *cd,
 	    iosched_batch_ends(batch, rq))
 		goto insert;
 	f = cars_rq_flow(cd, rq);
-	cars_head(cd, 0, f, rq);
-	if (!cars_pick_first(&cd->s, &cd->heads[0], cars_now(now)))
+	cars_head_of(&h, f, rq);
+	if (!cars_pick_first(&cd->s, &h, cars_now(now)))
 		goto insert;
 	cars_rq_put(rq, CARS_RQ_OWNED);
 	cars_send(cd, f, rq, &c, released, *now);
@@ -969,7 +995,7 @@ static void cars_requests_merged(struct request_queue *q, struct request *rq,
 	if (cars_rq_get(next) & CARS_RQ_QUEUED) {
 		cars_remove_request(cd, cars_rq_flow(cd, next), next);
 		cars_rq_put(next, 0);
-		cd->counts.merged++;
+		this_cpu_inc(cd->counts->merged);
 	}
 }
 
@@ -1017,7 +1043,8 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	cd->cmt_mem = kvmalloc_node(cars_lru_bytes(CARS_MAX_CMT), GFP_KERNEL,
 				    q->node);
 	cd->batch = iosched_batch_alloc();
-	if (!cd->map_mem || !cd->cmt_mem || !cd->batch)
+	cd->counts = alloc_percpu(struct cars_counts);
+	if (!cd->map_mem || !cd->cmt_mem || !cd->batch || !cd->counts)
 		goto fail;
 
 	cd->q = q;
@@ -1050,6 +1077,7 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 fail:
 	if (cd) {
 		iosched_batch_free(cd->batch);
+		free_percpu(cd->counts);
 		kvfree(cd->map_mem);
 		kvfree(cd->cmt_mem);
 		kfree(cd);
@@ -1070,6 +1098,7 @@ static void cars_exit_sched(struct elevator_queue *e)
 		  cars_disk_name(cd), cd->queued, cars_inflight(cd),
 		  iosched_inbox_empty(&cd->inbox) ? "empty" : "not empty");
 	iosched_batch_free(cd->batch);
+	free_percpu(cd->counts);
 	kvfree(cd->map_mem);
 	kvfree(cd->cmt_mem);
 	kfree(cd);
@@ -1284,13 +1313,23 @@ static int cars_dbg_counters_show(void *data, struct seq_file *m)
 	struct request_queue *q = data;
 	struct cars_data *cd = q->elevator->elevator_data;
 	struct cars_posted *pd = &cd->posted;
-	struct cars_counts c;
+	struct cars_counts c = { 0 };
 	struct cars_stats st;
 	u64 completed;
+	int cpu;
 	u32 wp;
 
 	spin_lock(&cd->lock);
-	c = cd->counts;
+	for_each_possible_cpu(cpu) {
+		const struct cars_counts *pc = per_cpu_ptr(cd->counts, cpu);
+
+		c.dispatched += pc->dispatched;
+		c.merged += pc->merged;
+		c.bypassed += pc->bypassed;
+		c.held_depth += pc->held_depth;
+		c.held_conflict += pc->held_conflict;
+		c.batch_ended += pc->batch_ended;
+	}
 	st = cd->s.st;
 	wp = cd->s.wp;
 	spin_unlock(&cd->lock);
