@@ -137,7 +137,7 @@ gbytes_t *g_byte_array_set_size(gbytes_t *array, unsigned int length);
 /* The plugin API version this was written against: QEMU 10's. */
 EXPORT int qemu_plugin_version = 4;
 
-struct atomic;
+struct insn;
 
 #define BLOCK_ATOMICS 8
 
@@ -149,19 +149,23 @@ struct block {
 	int code;		/* locks=on: a lock primitive's entry (1-3) */
 	bool indirect;		/* ends in a return or an indirect jump or call */
 	unsigned int natomics;
-	struct atomic *atomics[BLOCK_ATOMICS];
+	struct insn *atomics[BLOCK_ATOMICS];
 };
 
 #define ATOMIC_LINES 4
 
-/* An atomic instruction (locks=on), by its address. */
-struct atomic {
+/*
+ * An instruction's records, by its address: as an atomic one (locks=on)
+ * its executions and lines, and the transfers it caused (lines=on).
+ */
+struct insn {
 	uint64_t vaddr;
 	uint64_t execs;
+	uint64_t xfers;		/* relaxed atomic adds */
 	uint64_t line[ATOMIC_LINES];	/* cache line addresses (>> 6) */
 	uint64_t hits[ATOMIC_LINES];
 	uint64_t other;
-	struct atomic *next;
+	struct insn *next;
 };
 
 /* A (call site, lock, primitive)'s totals (locks=on). */
@@ -206,7 +210,7 @@ static struct {
 static unsigned int nprimitives;
 #define SMALL_BUCKETS (1U << 16)
 static struct hold *holds[SMALL_BUCKETS];
-static struct atomic *atomics[SMALL_BUCKETS];
+static struct insn *insns[SMALL_BUCKETS];
 static uint64_t unmatched, dropped;
 
 static void block_ran(unsigned int vcpu, void *data)
@@ -326,7 +330,7 @@ static void block_ran_locks(unsigned int vcpu, void *data)
 static void atomic_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
 			  uint64_t vaddr, void *data)
 {
-	struct atomic *a = data;
+	struct insn *a = data;
 	uint64_t line = vaddr >> 6;
 	unsigned int i;
 
@@ -344,14 +348,6 @@ static void atomic_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
 		a->other++;
 }
 
-/* lines=on: an instruction's transfers (see the header) */
-struct xfer {
-	uint64_t vaddr;
-	uint64_t count;		/* relaxed atomic adds */
-	struct xfer *next;
-};
-
-static struct xfer *xfers[SMALL_BUCKETS];
 
 #define LINE_BITS 24
 #define LINE_PROBES 32
@@ -418,7 +414,7 @@ static void line_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
 	}
 	pthread_mutex_unlock(lock);
 	if (transfer)
-		__atomic_fetch_add(&((struct xfer *)data)->count, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&((struct insn *)data)->xfers, 1, __ATOMIC_RELAXED);
 }
 
 /* lines=on: the table of lines and its locks; 0 or -1 (no memory) */
@@ -432,23 +428,6 @@ static int lines_init(void)
 	for (i = 0; i < LINE_STRIPES; i++)
 		pthread_mutex_init(&line_locks[i], NULL);
 	return 0;
-}
-
-static struct xfer *xfer_at(uint64_t vaddr)
-{
-	unsigned int i = small_hash(vaddr, 1, 0);
-	struct xfer *x;
-
-	for (x = xfers[i]; x; x = x->next)
-		if (x->vaddr == vaddr)
-			return x;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		abort();
-	x->vaddr = vaddr;
-	x->next = xfers[i];
-	xfers[i] = x;
-	return x;
 }
 
 /*
@@ -513,20 +492,21 @@ static bool is_atomic(const uint8_t *p, size_t len)
 	return false;
 }
 
-static struct atomic *atomic_at(uint64_t vaddr)
+/* The records of the instruction at @vaddr; under table_lock. */
+static struct insn *insn_at(uint64_t vaddr)
 {
 	unsigned int i = small_hash(vaddr, 0, 0);
-	struct atomic *a;
+	struct insn *a;
 
-	for (a = atomics[i]; a; a = a->next)
+	for (a = insns[i]; a; a = a->next)
 		if (a->vaddr == vaddr)
 			return a;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		abort();
 	a->vaddr = vaddr;
-	a->next = atomics[i];
-	atomics[i] = a;
+	a->next = insns[i];
+	insns[i] = a;
 	return a;
 }
 
@@ -618,12 +598,12 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 			struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 			uint8_t bytes[16];
 			size_t n = qemu_plugin_insn_data(insn, bytes, sizeof(bytes));
-			struct atomic *a;
+			struct insn *a;
 			unsigned int j;
 
 			if (!is_atomic(bytes, n))
 				continue;
-			a = atomic_at(qemu_plugin_insn_vaddr(insn));
+			a = insn_at(qemu_plugin_insn_vaddr(insn));
 			for (j = 0; j < b->natomics; j++)
 				if (b->atomics[j] == a)
 					break;
@@ -641,7 +621,7 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 			qemu_plugin_register_vcpu_mem_cb(insn, line_access, CB_NO_REGS,
 							 MEM_RW,
-							 xfer_at(qemu_plugin_insn_vaddr(insn)));
+							 insn_at(qemu_plugin_insn_vaddr(insn)));
 		}
 	}
 	pthread_mutex_unlock(&table_lock);
@@ -677,11 +657,11 @@ static void snapshot(const char *out)
 					b->vaddr, b->insns);
 		}
 	if (lines) {
-		struct xfer *x;
+		struct insn *x;
 
 		for (i = 0; i < SMALL_BUCKETS; i++)
-			for (x = xfers[i]; x; x = x->next) {
-				uint64_t n = __atomic_load_n(&x->count, __ATOMIC_RELAXED);
+			for (x = insns[i]; x; x = x->next) {
+				uint64_t n = __atomic_load_n(&x->xfers, __ATOMIC_RELAXED);
 
 				if (n)
 					fprintf(f, "xfer %" PRIx64 " %" PRIu64 "\n",
@@ -690,7 +670,7 @@ static void snapshot(const char *out)
 	}
 	if (locks) {
 		struct hold *h;
-		struct atomic *a;
+		struct insn *a;
 		unsigned int j;
 
 		for (i = 0; i < SMALL_BUCKETS; i++)
@@ -700,7 +680,7 @@ static void snapshot(const char *out)
 					h->site, h->lock, h->fn, h->acquisitions,
 					h->held, h->irqoff);
 		for (i = 0; i < SMALL_BUCKETS; i++)
-			for (a = atomics[i]; a; a = a->next) {
+			for (a = insns[i]; a; a = a->next) {
 				if (!a->execs)
 					continue;
 				fprintf(f, "atomic %" PRIx64 " %" PRIu64 " %" PRIu64,

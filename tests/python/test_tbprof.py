@@ -409,6 +409,16 @@ gbytes_t *g_byte_array_set_size(gbytes_t *a, unsigned int len) { a->len = len; r
 /* the harness's meminfo: bit 0 set for a store */
 bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info) { return info & 1; }
 
+/* @hex's bytes into @b; returns how many */
+static size_t unhex(const char *hex, uint8_t *b)
+{
+	size_t n = strlen(hex) / 2, j;
+
+	for (j = 0; j < n; j++)
+		sscanf(hex + 2 * j, "%2hhx", &b[j]);
+	return n;
+}
+
 static struct block *translate(uint64_t vaddr, size_t n, const char *bytes)
 {
 	struct qemu_plugin_tb tb = { .vaddr = vaddr, .n = n };
@@ -419,11 +429,8 @@ static struct block *translate(uint64_t vaddr, size_t n, const char *bytes)
 		tb.insn[i].len = 1;
 		tb.insn[i].bytes[0] = 0x90;
 	}
-	if (bytes) {	/* the first instruction's bytes, as hex */
-		tb.insn[0].len = strlen(bytes) / 2;
-		for (i = 0; i < tb.insn[0].len; i++)
-			sscanf(bytes + 2 * i, "%2hhx", &tb.insn[0].bytes[i]);
-	}
+	if (bytes)	/* the first instruction's bytes, as hex */
+		tb.insn[0].len = unhex(bytes, tb.insn[0].bytes);
 	block_translated(0, &tb);
 	return exec_data;
 }
@@ -448,10 +455,8 @@ int main(int argc, char **argv)
 
 	for (i = 0; atomics[i]; i++) {
 		uint8_t b[16];
-		size_t n = strlen(atomics[i]) / 2, j;
+		size_t n = unhex(atomics[i], b);
 
-		for (j = 0; j < n; j++)
-			sscanf(atomics[i] + 2 * j, "%2hhx", &b[j]);
 		printf("is_atomic %s %d\n", atomics[i], is_atomic(b, n));
 	}
 	locks = true;
@@ -471,10 +476,8 @@ int main(int argc, char **argv)
 
 		for (i = 0; ends[i]; i++) {
 			uint8_t b[16];
-			size_t n = strlen(ends[i]) / 2, j;
+			size_t n = unhex(ends[i], b);
 
-			for (j = 0; j < n; j++)
-				sscanf(ends[i] + 2 * j, "%2hhx", &b[j]);
 			printf("is_indirect %s %d\n", ends[i], is_indirect(b, n));
 		}
 	}
@@ -562,21 +565,21 @@ def test_the_plugin_follows_locks_and_atomics(tmp_path: Path) -> None:
 
 LINES_MAIN = r"""
 /* vcpu @v loads (0) or stores (1) the byte at @addr, by instruction @x */
-static void touch(unsigned int v, int store, uint64_t addr, struct xfer *x)
+static void touch(unsigned int v, int store, uint64_t addr, struct insn *x)
 {
 	line_access(v, store, addr, x);
 }
 
 int main(int argc, char **argv)
 {
-	struct xfer *x, *y;
+	struct insn *x, *y;
 	uint64_t l = 0xffff888000001000ULL, m = 0xffff888000002040ULL;
 
 	lines = true;
 	if (lines_init())
 		return 1;
-	x = xfer_at(0xffffffffc0001000ULL);
-	y = xfer_at(0xffffffffc0001004ULL);
+	x = insn_at(0xffffffffc0001000ULL);
+	y = insn_at(0xffffffffc0001004ULL);
 	touch(0, 1, l, x);		/* first touch: none */
 	touch(0, 0, l + 8, x);		/* its own line: none */
 	touch(1, 0, l, x);		/* modified by 0: 1 */
