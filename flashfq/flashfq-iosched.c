@@ -1909,7 +1909,8 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	if (!eq)
 		return -ENOMEM;
 
-	fd = kzalloc_node(sizeof(*fd), GFP_KERNEL, q->node);
+	/* 34 KiB with the slots' own lines: vmalloc'ed if need be */
+	fd = kvzalloc_node(sizeof(*fd), GFP_KERNEL, q->node);
 	if (fd) {
 		fd->batch = iosched_batch_alloc();
 		fd->stats = alloc_percpu(struct ffq_stats);
@@ -1919,7 +1920,7 @@ static int ffq_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 			iosched_batch_free(fd->batch);
 			free_percpu(fd->stats);
 		}
-		kfree(fd);
+		kvfree(fd);
 		compat_elevator_put(eq);
 		return -ENOMEM;
 	}
@@ -1975,7 +1976,7 @@ static void ffq_exit_sched(struct elevator_queue *e)
 		  ffq_disk_name(fd), fd->queued, fd->s.inflight);
 	iosched_batch_free(fd->batch);
 	free_percpu(fd->stats);
-	kfree(fd);
+	kvfree(fd);
 }
 
 /* sysfs: /sys/block/<dev>/queue/iosched/, parsed by iosched_parse_uint(). */
