@@ -189,6 +189,12 @@ struct cars_posted {
 	atomic64_t released ____cacheline_aligned_in_smp;
 	atomic64_t requeued;		/* requeue_request calls counted */
 	atomic64_t requeue_released;	/* ... that released a request */
+	/*
+	 * CARS_HELD, atomic bit operations: set by a dispatch that holds
+	 * requests back, tested by each release just after it counted
+	 * @released, on the same line.
+	 */
+	unsigned long flags;
 };
 
 /*
@@ -245,7 +251,6 @@ struct cars_data {
 
 	/* lock-free: see struct cars_posted */
 	struct cars_posted posted ____cacheline_aligned_in_smp;
-	unsigned long flags;		/* CARS_HELD: atomic bit operations */
 	/* requests inserted, lock-free, not yet taken ("Insertion") */
 	struct iosched_inbox inbox ____cacheline_aligned_in_smp;
 };
@@ -365,8 +370,8 @@ static void cars_arm_timer(struct cars_data *cd, u64 at)
  */
 static bool cars_take_held(struct cars_data *cd)
 {
-	return test_bit(CARS_HELD, &cd->flags) &&
-	       test_and_clear_bit(CARS_HELD, &cd->flags);
+	return test_bit(CARS_HELD, &cd->posted.flags) &&
+	       test_and_clear_bit(CARS_HELD, &cd->posted.flags);
 }
 
 /*
@@ -493,7 +498,7 @@ static bool cars_hold(struct cars_data *cd, s64 released)
 {
 	lockdep_assert_held(&cd->lock);
 
-	set_bit(CARS_HELD, &cd->flags);
+	set_bit(CARS_HELD, &cd->posted.flags);
 	/* pairs with cars_post_release(): the flag set before the read */
 	smp_mb__after_atomic();
 	return atomic64_read(&cd->posted.released) != released;
@@ -552,7 +557,7 @@ static bool cars_will_wait(struct cars_data *cd)
 	lockdep_assert_held(&cd->lock);
 
 	return cd->queued + cars_inflight(cd) >= cars_cur_depth(cd) ||
-	       test_bit(CARS_HELD, &cd->flags);
+	       test_bit(CARS_HELD, &cd->posted.flags);
 }
 
 static void cars_insert_request(struct cars_data *cd, struct request *rq,
