@@ -1226,6 +1226,22 @@ static void ffq_insert_requests(struct blk_mq_hw_ctx *hctx,
 }
 
 /*
+ * The lowest free depth slot, under fd->lock.  find_first_bit() over
+ * FFQ_MAX_DEPTH bits is an out-of-line call in every dispatch; the four
+ * words are scanned here instead.  The caller knows one is free
+ * (ffq_pick(): fewer than depth taken, depth at most FFQ_MAX_DEPTH).
+ */
+static __always_inline unsigned int ffq_first_free(const struct ffq_data *fd)
+{
+	unsigned int w;
+
+	for (w = 0; w < ARRAY_SIZE(fd->free) - 1; w++)
+		if (fd->free[w])
+			break;
+	return w * BITS_PER_LONG + __ffs(fd->free[w]);
+}
+
+/*
  * @rq, of @tq, tagged @start, goes to the driver: it takes a depth slot,
  * listed last on its task's in-flight list, and is counted in
  * s->inflight (ffq_pick() said fewer than depth, at most FFQ_MAX_DEPTH,
@@ -1237,7 +1253,7 @@ static __always_inline struct ffq_slot *ffq_take_slot(struct ffq_data *fd,
 						      struct request *rq,
 						      u64 start, u64 *now)
 {
-	unsigned int idx = find_first_bit(fd->free, FFQ_MAX_DEPTH);
+	unsigned int idx = ffq_first_free(fd);
 	struct ffq_slot *slot = &fd->slots[idx];
 
 	lockdep_assert_held(&fd->lock);
