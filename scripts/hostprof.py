@@ -126,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.suites.overhead import NULL_BLK
     from bench.vm import booted
 
-    job = (tbprof.fio_job(a.iodepth, a.jobs)
-           + f" --cpus_allowed=0-{a.jobs - 1} --cpus_allowed_policy=split")
+    job = tbprof.fio_job(a.iodepth, a.jobs, vcpus=2)
     window = a.runtime - 2
     rows: list[tuple[str, float, dict[str, float]]] = []
     with booted(a.kernel, build=not a.no_build, tcg_thread="multi", smp=2) as target, \

@@ -685,15 +685,20 @@ def parse_tune(items: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def fio_job(iodepth: int, jobs: int) -> str:
+def fio_job(iodepth: int, jobs: int, vcpus: int = 1) -> str:
     """The overhead suite's job on nullb0 (fio terse v3, one line: with
     @jobs > 1 the jobs' sum, --group_reporting); --runtime is the
-    caller's.  Jobs share the one vCPU: against one job the difference is
-    what a second task costs the elevator, not a second CPU."""
-    return (f"fio --name=j --filename=/dev/nullb0 --direct=1 --ioengine=io_uring "
-            f"--rw=randread --bs={BS} --iodepth={iodepth} --time_based --norandommap "
-            f"--randrepeat=0 --output-format=terse --terse-version=3"
-            + (f" --numjobs={jobs} --group_reporting" if jobs > 1 else ""))
+    caller's.  On one vCPU the jobs share it: against one job the
+    difference is what a second task costs the elevator, not a second
+    CPU.  With @vcpus > 1 the jobs are pinned one to a vCPU, as the
+    overhead suite pins them, over the first min(@jobs, @vcpus)."""
+    job = (f"fio --name=j --filename=/dev/nullb0 --direct=1 --ioengine=io_uring "
+           f"--rw=randread --bs={BS} --iodepth={iodepth} --time_based --norandommap "
+           f"--randrepeat=0 --output-format=terse --terse-version=3"
+           + (f" --numjobs={jobs} --group_reporting" if jobs > 1 else ""))
+    if vcpus > 1:
+        job += f" --cpus_allowed=0-{min(jobs, vcpus) - 1} --cpus_allowed_policy=split"
+    return job
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
@@ -807,11 +812,10 @@ def main(argv: list[str] | None = None) -> int:
         trigger.write_text(command)
         wait_for(lambda: not trigger.exists(), "the plugin did not take the lock primitives")
 
-    job = fio_job(a.iodepth, a.jobs)
+    job = fio_job(a.iodepth, a.jobs, a.vcpus)
     plugin_args = f"{plugin},trigger={trigger}" + (",locks=on" if a.locks else "")
     vm_cfg: dict[str, object] = {"smp": 1, "icount": 3}
     if a.vcpus > 1:
-        job += f" --cpus_allowed=0-{min(a.jobs, a.vcpus) - 1} --cpus_allowed_policy=split"
         plugin_args += ",smp=on" + (",lines=on" if a.lines else "")
         vm_cfg = {"smp": a.vcpus, "tcg_thread": "multi"}
     mods_of = modules.elevators()

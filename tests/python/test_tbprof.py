@@ -632,6 +632,14 @@ def test_the_job_sums_its_jobs_on_one_line() -> None:
     two = tbprof.fio_job(8, 2)
     assert "--numjobs=2 --group_reporting" in two and "--iodepth=8" in two
     assert "--output-format=terse --terse-version=3" in two
+    assert "cpus_allowed" not in two
+
+
+def test_the_job_pins_one_job_to_a_vcpu_on_several() -> None:
+    assert tbprof.fio_job(32, 2, 2).endswith(
+        " --cpus_allowed=0-1 --cpus_allowed_policy=split")
+    assert tbprof.fio_job(32, 1, 2).endswith(
+        " --cpus_allowed=0-0 --cpus_allowed_policy=split")
 
 
 
