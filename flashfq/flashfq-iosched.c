@@ -1480,12 +1480,14 @@ static struct request *__ffq_dispatch_request(struct ffq_data *fd,
 static struct request *ffq_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct ffq_data *fd = hctx->queue->elevator->elevator_data;
-	const struct blk_mq_hw_ctx *batch = iosched_batch(fd->batch, hctx);
+	const struct blk_mq_hw_ctx *batch;
 	struct request *rq, *next;
 	LIST_HEAD(free);
 	bool held;
 
 	spin_lock(&fd->lock);
+	/* under the lock, which keeps the task on this CPU's record */
+	batch = iosched_batch(fd->batch, hctx);
 	/*
 	 * What was posted, in posting order, after the completions posted
 	 * before it was taken; one drain serves the inserts and the
