@@ -321,10 +321,15 @@ static const char *k2_disk_name(struct k2_data *kd)
 	return kd->q->disk ? kd->q->disk->disk_name : "?";
 }
 
-/* Tracepoints (trace system "k2"): tracepoints/trace/events/k2.h. */
-static void k2_trace_dispatch(struct k2_data *kd, struct request *rq,
-			      unsigned int qidx, bool promoted,
-			      unsigned long now)
+/*
+ * Tracepoints (trace system "k2"): tracepoints/trace/events/k2.h.  Inlined
+ * in both dispatch paths: with the events off it is a few patched-out
+ * branches and a store, less than the call.
+ */
+static __always_inline void k2_trace_dispatch(struct k2_data *kd,
+					      struct request *rq,
+					      unsigned int qidx, bool promoted,
+					      unsigned long now)
 {
 	bool stamp = trace_k2_complete_enabled();
 	u64 ns = 0;
@@ -460,7 +465,7 @@ static __always_inline bool k2_uncount(struct k2_data *kd, struct request *rq,
 }
 
 /* Take a slot for @rq, which dispatch is handing to blk-mq. */
-static void k2_count(struct k2_data *kd, struct request *rq)
+static __always_inline void k2_count(struct k2_data *kd, struct request *rq)
 {
 	int old = atomic_read(&kd->inflight);
 	u32 new;
@@ -1068,19 +1073,73 @@ again:
 	return rq;
 }
 
+/*
+ * A dispatch took one request, @rq, from the inbox, and nothing is queued:
+ * if it is a new request (prepared, holding no slot), the bound has room
+ * and it is of this dispatch batch's hardware queue (@batch, as
+ * __k2_dispatch_request()), hand it out as it is taken, sparing it the
+ * staging queue it would only pass through.  Inserted and dispatched, it
+ * would find no request to merge into (nothing queued), stay out of the
+ * merge indexes (k2_will_wait(): fewer than the bound in flight), and be
+ * picked (the only queue non-empty, the bound not reached): its state,
+ * slot, statistics and events are those.  Not with target_latency_us set,
+ * whose controller an insert and a dispatch drive.  Returns @rq if it
+ * goes; else NULL, @rq queued as k2_insert_request() queues it (@free as
+ * there), for the caller's decision.
+ */
+static struct request *k2_dispatch_lone(struct k2_data *kd, struct request *rq,
+					const struct blk_mq_hw_ctx *batch,
+					struct list_head *free)
+{
+	unsigned int idx = k2_ioprio_to_queue(req_get_ioprio(rq));
+	unsigned long now = jiffies;
+
+	lockdep_assert_held(&kd->lock);
+
+	if (!compat_rq_elv_finish(rq) || k2_rq_state(rq) ||
+	    READ_ONCE(kd->target_us) ||
+	    atomic_read(&kd->inflight) >= k2_cur_bound(kd) ||
+	    iosched_batch_ends(batch, rq)) {
+		k2_insert_request(kd, rq, false, free);
+		return NULL;
+	}
+	k2_rq_set_state(rq, idx);
+	k2_stall_disarm(&kd->stall);
+	/* As mq-deadline: no more merging into a request handed out. */
+	rq->rq_flags |= RQF_STARTED;
+	k2_count(kd, rq);
+	kd->dispatched[idx]++;
+	kd->dispatch_seq++;
+	if (idx == K2_BE_QUEUE) {
+		kd->be_served = now;
+		kd->be_sectors += blk_rq_sectors(rq);
+	}
+	k2_trace_dispatch(kd, rq, idx, false, now);
+	return rq;
+}
+
 static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
+	const struct blk_mq_hw_ctx *batch;
 	struct request *rq, *next;
 	LIST_HEAD(free);
 
 	spin_lock(&kd->lock);
+	batch = iosched_batch(kd->batch, hctx);
 	/* what was posted, in posting order ("Locking") */
-	for (rq = iosched_inbox_take(&kd->inbox); rq; rq = next) {
-		next = rq->rq_next;
-		k2_insert_request(kd, rq, false, &free);
+	rq = iosched_inbox_take(&kd->inbox);
+	if (rq && !rq->rq_next && !kd->queued) {
+		/* one request and nothing queued: decided as it is taken */
+		rq = k2_dispatch_lone(kd, rq, batch, &free);
+	} else {
+		for (; rq; rq = next) {
+			next = rq->rq_next;
+			k2_insert_request(kd, rq, false, &free);
+		}
 	}
-	rq = __k2_dispatch_request(kd, iosched_batch(kd->batch, hctx));
+	if (!rq)
+		rq = __k2_dispatch_request(kd, batch);
 	iosched_batch_note(kd->batch, hctx, rq);
 	spin_unlock(&kd->lock);
 
