@@ -10,8 +10,14 @@ the translated code (perf's [JIT] maps), the lookups of the next block
 after a return, an indirect call or jump, or a missed chain
 (helper_lookup_tb_ptr, its hash-table fallback qht_lookup_custom,
 curr_cflags), the guest's clock (cpu_get_ticks: rdtsc), atomic
-instructions' helpers, the rest of QEMU (translation, interrupts, timers,
-the main loop), the host kernel and the libraries.  QEMU's CPU time in
+instructions' helpers, the guest's TLB (softmmu: a translated load or
+store whose page misses TCG's direct-mapped TLB, the victim TLB and the
+page walk that fills it), the rest of QEMU (translation, interrupts,
+timers, the main loop), the host kernel and the libraries.  QEMU's binary
+is stripped of its static functions, whose samples perf shows by address:
+one is put with the exported functions on either side of it (nm -D), so
+that the softmmu's statics (victim_tlb_hit, mmu_lookup, ...) count as
+softmmu.  QEMU's CPU time in
 the window (from /proc/PID/stat) over the I/Os done in it gives each
 kind in host microseconds per I/O.  The job is tbprof's (fio_job()),
 each job pinned to its own vCPU (cpus_allowed_policy=split).  Timed
@@ -21,6 +27,7 @@ boot, over --reps.  Needs perf (Debian's linux-perf).
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import re
 import shutil
@@ -32,16 +39,45 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from scripts import tbprof
+from scripts import tbprof, vmbed
 
 #: the kinds, in the table's order
-KINDS = ("translated", "lookup", "clock", "atomics", "qemu", "host kernel", "libs")
+KINDS = ("translated", "lookup", "clock", "atomics", "softmmu", "qemu", "host kernel",
+         "libs")
 LOOKUP = ("helper_lookup_tb_ptr", "qht_lookup_custom", "curr_cflags")
+#: QEMU's exported softmmu functions (accel/tcg/cputlb.c, the x86 page walk)
+SOFTMMU = re.compile(r"(tlb_\w+|probe_access\w*|get_page_addr_code\w*|helper_(ld|st)\w*_mmu"
+                     r"|cpu_(ld|st)\w*|x86_cpu_tlb_fill)")
 _LINE = re.compile(r"\s*[\d.]+%\s+(\d+)\s+(.+?)\s+\[(.)\]\s+(.*\S)\s*$")
+_NM = re.compile(r"([0-9a-f]+)\s+[TtWw]\s+(\S+)")
 
 
-def kind_of(dso: str, sym: str) -> str:
-    """The kind of a perf sample in @dso's @sym (module docstring)."""
+class Exported:
+    """QEMU's exported functions by address (`nm -D --defined-only`), to
+    place a static function perf shows only by its address."""
+
+    def __init__(self, nm_text: str) -> None:
+        rows = sorted((int(m.group(1), 16), m.group(2).split("@")[0])
+                      for m in map(_NM.match, nm_text.splitlines()) if m)
+        self.addrs = [a for a, _ in rows]
+        self.names = [n for _, n in rows]
+
+    def around(self, addr: int) -> tuple[str, str]:
+        """The exported functions before and after @addr ("" at an end)."""
+        i = bisect.bisect_right(self.addrs, addr)
+        return (self.names[i - 1] if i else "",
+                self.names[i] if i < len(self.names) else "")
+
+    @classmethod
+    def of(cls, binary: str) -> Exported:
+        out = subprocess.run(["nm", "-D", "--defined-only", binary], check=True,
+                             capture_output=True, text=True).stdout
+        return cls(out)
+
+
+def kind_of(dso: str, sym: str, exported: Exported | None = None) -> str:
+    """The kind of a perf sample in @dso's @sym (module docstring); a
+    static function's address is placed by @exported."""
     if dso.startswith("[JIT]"):
         return "translated"
     if dso.startswith("[kernel"):
@@ -54,21 +90,26 @@ def kind_of(dso: str, sym: str) -> str:
         return "clock"
     if "atomic" in sym:
         return "atomics"
+    if SOFTMMU.fullmatch(sym):
+        return "softmmu"
+    if exported is not None and re.fullmatch(r"0x[0-9a-f]+", sym):
+        if any(SOFTMMU.fullmatch(n) for n in exported.around(int(sym, 16))):
+            return "softmmu"
     return "qemu"
 
 
-def parse_report(text: str) -> dict[str, float]:
+def parse_report(text: str, exported: Exported | None = None) -> dict[str, float]:
     """Per kind, the share (percent) of the samples in `perf report --stdio
     --no-children -n --sort dso,sym` output, from the sample counts (the
     percentages are rounded: the translated code's thousands of addresses
-    show mostly as 0.00 %)."""
+    show mostly as 0.00 %); QEMU's static functions placed by @exported."""
     n = dict.fromkeys(KINDS, 0)
     for line in text.splitlines():
         if line.startswith("#"):
             continue
         m = _LINE.match(line)
         if m:
-            n[kind_of(m.group(2), m.group(4))] += int(m.group(1))
+            n[kind_of(m.group(2), m.group(4), exported)] += int(m.group(1))
     total = sum(n.values())
     return {k: 100 * v / total if total else 0.0 for k, v in n.items()}
 
@@ -127,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.vm import booted
 
     job = tbprof.fio_job(a.iodepth, a.jobs, vcpus=2)
+    exported = Exported.of(next(c for c in vmbed.qemu_command()
+                                if c.endswith("qemu-system-x86_64")))
     window = a.runtime - 2
     rows: list[tuple[str, float, dict[str, float]]] = []
     with booted(a.kernel, build=not a.no_build, tcg_thread="multi", smp=2) as target, \
@@ -171,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 rep_out = subprocess.run([perf, "report", "-i", str(data), "--stdio",
                                           "--no-children", "-n", "--sort", "dso,sym"],
                                          check=True, capture_output=True, text=True).stdout
-                us = per_io(parse_report(rep_out), cpu[0], iops * window)
+                us = per_io(parse_report(rep_out, exported), cpu[0], iops * window)
                 rows.append((f"{s} (run {rep + 1})", iops, us))
                 print(render(rows[-1:]).splitlines()[1], flush=True)
     print(render(rows))

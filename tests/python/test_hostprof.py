@@ -25,19 +25,52 @@ REPORT = """\
      0.50%            50  qemu-system-x86_64       [.] helper_atomic_cmpxchgl_le
      0.50%            50  qemu-system-x86_64       [.] cpu_atomic_fetch_orq_le_mmu
     20.00%          2000  qemu-system-x86_64       [.] 0x0000000000914757
+     3.00%           300  qemu-system-x86_64       [.] tlb_set_page_full
+     4.00%           400  qemu-system-x86_64       [.] 0x000000000091c051
+     1.00%           100  qemu-system-x86_64       [.] 0x000000000091d000
      4.00%           400  [kernel.kallsyms]        [k] finish_task_switch.isra.0
      2.00%           200  libc.so.6                [.] __sigsetjmp
 
 """
 
 
+# nm -D --defined-only of a QEMU: the exported functions around the addresses above
+NM = """\
+0000000000913e40 T accel_supported_gdbstub_sstep_flags
+00000000009155d0 T helper_lookup_tb_ptr
+000000000091b000 T plugin_gen_tb_end
+000000000091c800 T tlb_init
+000000000091cff0 T tlb_set_page_full
+000000000091fae0 T tlb_set_page_with_attrs
+                 U memcpy@GLIBC_2.14
+000000000091fc20 T probe_access_full@@Base
+"""
+
+
 def test_report_lines_sort_into_kinds() -> None:
-    """By the sample counts: a line rounded to 0.00 % still counts."""
+    """By the sample counts: a line rounded to 0.00 % still counts; without
+    the exported functions a static one is QEMU's rest."""
     k = hostprof.parse_report(REPORT)
-    assert k == pytest.approx({"translated": 36.0, "lookup": 33.0, "clock": 4.0,
-                               "atomics": 1.0, "qemu": 20.0, "host kernel": 4.0,
-                               "libs": 2.0})
+    n = {"translated": 3600, "lookup": 3300, "clock": 400, "atomics": 100, "softmmu": 300,
+         "qemu": 2500, "host kernel": 400, "libs": 200}
+    assert k == pytest.approx({x: 100 * v / 10800 for x, v in n.items()})
     assert list(k) == list(hostprof.KINDS)
+
+
+def test_static_functions_go_with_their_neighbours() -> None:
+    """0x91c051 lies before tlb_init (the softmmu's statics at the start of
+    its file), 0x91d000 after tlb_set_page_full, 0x914757 between two
+    exported functions that are not the softmmu's."""
+    ex = hostprof.Exported(NM)
+    assert ex.around(0x91c051) == ("plugin_gen_tb_end", "tlb_init")
+    assert ex.around(0x91fd00) == ("probe_access_full", "")
+    assert ex.around(0x100) == ("", "accel_supported_gdbstub_sstep_flags")
+    k = hostprof.parse_report(REPORT, ex)
+    assert k["softmmu"] == pytest.approx(100 * 800 / 10800)
+    assert k["qemu"] == pytest.approx(100 * 2000 / 10800)
+    assert hostprof.kind_of("qemu-system-x86_64", "0x914757", ex) == "qemu"
+    assert hostprof.kind_of("qemu-system-x86_64", "cpu_atomic_fetch_orq_le_mmu", ex) == "atomics"
+    assert hostprof.kind_of("qemu-system-x86_64", "helper_ldq_mmu") == "softmmu"
     assert hostprof.parse_report("# Samples: 0\n\n") == dict.fromkeys(hostprof.KINDS, 0.0)
 
 
@@ -52,7 +85,7 @@ def test_table_has_a_line_per_run_and_totals() -> None:
     us = dict.fromkeys(hostprof.KINDS, 1.0)
     lines = hostprof.render([("fifo-ref (run 1)", 120000.4, us)]).splitlines()
     assert lines[0].split()[:5] == ["host", "us", "per", "I/O", "IOPS"]
-    assert lines[1].split() == ["fifo-ref", "(run", "1)", "120000"] + ["1.00"] * 7 + ["7.00"]
+    assert lines[1].split() == ["fifo-ref", "(run", "1)", "120000"] + ["1.00"] * 8 + ["8.00"]
 
 
 def test_cpu_seconds_of_this_process_grow() -> None:
