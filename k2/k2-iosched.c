@@ -989,10 +989,13 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 /*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); a request of another
- * ends the batch (elevator/iosched-batch.h).
+ * ends the batch (elevator/iosched-batch.h).  @tick: make the adaptive
+ * controller's tick (target_latency_us set), unless the section made it
+ * already (k2_dispatch_lone()).
  */
 static struct request *__k2_dispatch_request(struct k2_data *kd,
-					     const struct blk_mq_hw_ctx *batch)
+					     const struct blk_mq_hw_ctx *batch,
+					     bool tick)
 {
 	unsigned long now = jiffies;
 	unsigned long be_wait = 0;
@@ -1009,7 +1012,7 @@ static struct request *__k2_dispatch_request(struct k2_data *kd,
 		return NULL;
 
 	target = READ_ONCE(kd->target_us);
-	if (target)
+	if (target && tick)
 		k2_adapt_tick(kd, target);
 	bound = k2_cur_bound(kd);
 	if (nonempty & (1U << K2_BE_QUEUE)) {
@@ -1082,27 +1085,37 @@ again:
  * would find no request to merge into (nothing queued), stay out of the
  * merge indexes (k2_will_wait(): fewer than the bound in flight), and be
  * picked (the only queue non-empty, the bound not reached): its state,
- * slot, statistics and events are those.  Not with target_latency_us set,
- * whose controller an insert and a dispatch drive.  Returns @rq if it
- * goes; else NULL, @rq queued as k2_insert_request() queues it (@free as
- * there), for the caller's decision.
+ * slot, statistics and events are those.  With target_latency_us set the
+ * controller sees what an insert and a dispatch show it, in their order:
+ * a real-time arrival (k2_adapt_rt_seen()), then the dispatch's tick
+ * before the bound is read (k2_adapt_tick(); its idle test finds no
+ * real-time request queued either way, as a real-time one just set
+ * rt_seen); *@ticked says the tick was made, so that the caller's
+ * decision does not make it twice.  Returns @rq if it goes; else NULL,
+ * @rq queued as k2_insert_request() queues it (@free as there), for the
+ * caller's decision.
  */
 static struct request *k2_dispatch_lone(struct k2_data *kd, struct request *rq,
 					const struct blk_mq_hw_ctx *batch,
-					struct list_head *free)
+					struct list_head *free, bool *ticked)
 {
 	unsigned int idx = k2_ioprio_to_queue(req_get_ioprio(rq));
+	unsigned int target = READ_ONCE(kd->target_us);
 	unsigned long now = jiffies;
 
 	lockdep_assert_held(&kd->lock);
 
 	if (!compat_rq_elv_finish(rq) || k2_rq_state(rq) ||
-	    READ_ONCE(kd->target_us) ||
-	    atomic_read(&kd->inflight) >= k2_cur_bound(kd) ||
-	    iosched_batch_ends(batch, rq)) {
-		k2_insert_request(kd, rq, false, free);
-		return NULL;
+	    iosched_batch_ends(batch, rq))
+		goto insert;
+	if (target) {
+		if (idx < K2_NR_RT_QUEUES)
+			k2_adapt_rt_seen(kd);
+		k2_adapt_tick(kd, target);
+		*ticked = true;
 	}
+	if (atomic_read(&kd->inflight) >= k2_cur_bound(kd))
+		goto insert;
 	k2_rq_set_state(rq, idx);
 	k2_stall_disarm(&kd->stall);
 	/* As mq-deadline: no more merging into a request handed out. */
@@ -1116,6 +1129,9 @@ static struct request *k2_dispatch_lone(struct k2_data *kd, struct request *rq,
 	}
 	k2_trace_dispatch(kd, rq, idx, false, now);
 	return rq;
+insert:
+	k2_insert_request(kd, rq, false, free);
+	return NULL;
 }
 
 static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
@@ -1123,6 +1139,7 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct k2_data *kd = hctx->queue->elevator->elevator_data;
 	const struct blk_mq_hw_ctx *batch;
 	struct request *rq, *next;
+	bool ticked = false;
 	LIST_HEAD(free);
 
 	spin_lock(&kd->lock);
@@ -1131,7 +1148,7 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	rq = iosched_inbox_take(&kd->inbox);
 	if (rq && !rq->rq_next && !kd->queued) {
 		/* one request and nothing queued: decided as it is taken */
-		rq = k2_dispatch_lone(kd, rq, batch, &free);
+		rq = k2_dispatch_lone(kd, rq, batch, &free, &ticked);
 	} else {
 		for (; rq; rq = next) {
 			next = rq->rq_next;
@@ -1139,7 +1156,7 @@ static struct request *k2_dispatch_request(struct blk_mq_hw_ctx *hctx)
 		}
 	}
 	if (!rq)
-		rq = __k2_dispatch_request(kd, batch);
+		rq = __k2_dispatch_request(kd, batch, !ticked);
 	iosched_batch_note(kd->batch, hctx, rq);
 	spin_unlock(&kd->lock);
 
