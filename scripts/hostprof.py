@@ -27,7 +27,6 @@ boot, over --reps.  Needs perf (Debian's linux-perf).
 from __future__ import annotations
 
 import argparse
-import bisect
 import os
 import re
 import shutil
@@ -49,35 +48,24 @@ LOOKUP = ("helper_lookup_tb_ptr", "qht_lookup_custom", "curr_cflags")
 SOFTMMU = re.compile(r"(tlb_\w+|probe_access\w*|get_page_addr_code\w*|helper_(ld|st)\w*_mmu"
                      r"|cpu_(ld|st)\w*|x86_cpu_tlb_fill)")
 _LINE = re.compile(r"\s*[\d.]+%\s+(\d+)\s+(.+?)\s+\[(.)\]\s+(.*\S)\s*$")
-_NM = re.compile(r"([0-9a-f]+)\s+[TtWw]\s+(\S+)")
 
 
-class Exported:
-    """QEMU's exported functions by address (`nm -D --defined-only`), to
-    place a static function perf shows only by its address."""
-
-    def __init__(self, nm_text: str) -> None:
-        rows = sorted((int(m.group(1), 16), m.group(2).split("@")[0])
-                      for m in map(_NM.match, nm_text.splitlines()) if m)
-        self.addrs = [a for a, _ in rows]
-        self.names = [n for _, n in rows]
-
-    def around(self, addr: int) -> tuple[str, str]:
-        """The exported functions before and after @addr ("" at an end)."""
-        i = bisect.bisect_right(self.addrs, addr)
-        return (self.names[i - 1] if i else "",
-                self.names[i] if i < len(self.names) else "")
-
-    @classmethod
-    def of(cls, binary: str) -> Exported:
-        out = subprocess.run(["nm", "-D", "--defined-only", binary], check=True,
-                             capture_output=True, text=True).stdout
-        return cls(out)
+def parse_exports(nm_text: str) -> tbprof.Symbols:
+    """The functions of `nm -D --defined-only` output by address, their
+    symbol versions dropped."""
+    return tbprof.Symbols.parse([re.sub(r"@\S*", "", nm_text)])
 
 
-def kind_of(dso: str, sym: str, exported: Exported | None = None) -> str:
+def exported(binary: str) -> tbprof.Symbols:
+    """QEMU's exported functions by address, to place a static function
+    perf shows only by its address."""
+    return parse_exports(subprocess.run(["nm", "-D", "--defined-only", binary], check=True,
+                                        capture_output=True, text=True).stdout)
+
+
+def kind_of(dso: str, sym: str, exports: tbprof.Symbols | None = None) -> str:
     """The kind of a perf sample in @dso's @sym (module docstring); a
-    static function's address is placed by @exported."""
+    static function's address is placed by @exports (exported())."""
     if dso.startswith("[JIT]"):
         return "translated"
     if dso.startswith("[kernel"):
@@ -92,24 +80,26 @@ def kind_of(dso: str, sym: str, exported: Exported | None = None) -> str:
         return "atomics"
     if SOFTMMU.fullmatch(sym):
         return "softmmu"
-    if exported is not None and re.fullmatch(r"0x[0-9a-f]+", sym):
-        if any(SOFTMMU.fullmatch(n) for n in exported.around(int(sym, 16))):
+    if exports is not None and re.fullmatch(r"0x[0-9a-f]+", sym):
+        addr = int(sym, 16)
+        if any(SOFTMMU.fullmatch(n or "")
+               for n in (exports.name(addr), exports.following(addr))):
             return "softmmu"
     return "qemu"
 
 
-def parse_report(text: str, exported: Exported | None = None) -> dict[str, float]:
+def parse_report(text: str, exports: tbprof.Symbols | None = None) -> dict[str, float]:
     """Per kind, the share (percent) of the samples in `perf report --stdio
     --no-children -n --sort dso,sym` output, from the sample counts (the
     percentages are rounded: the translated code's thousands of addresses
-    show mostly as 0.00 %); QEMU's static functions placed by @exported."""
+    show mostly as 0.00 %); QEMU's static functions placed by @exports."""
     n = dict.fromkeys(KINDS, 0)
     for line in text.splitlines():
         if line.startswith("#"):
             continue
         m = _LINE.match(line)
         if m:
-            n[kind_of(m.group(2), m.group(4), exported)] += int(m.group(1))
+            n[kind_of(m.group(2), m.group(4), exports)] += int(m.group(1))
     total = sum(n.values())
     return {k: 100 * v / total if total else 0.0 for k, v in n.items()}
 
@@ -168,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.vm import booted
 
     job = tbprof.fio_job(a.iodepth, a.jobs, vcpus=2)
-    exported = Exported.of(next(c for c in vmbed.qemu_command()
-                                if c.endswith("qemu-system-x86_64")))
+    exports = exported(next(c for c in vmbed.qemu_command()
+                            if c.endswith("qemu-system-x86_64")))
     window = a.runtime - 2
     rows: list[tuple[str, float, dict[str, float]]] = []
     with booted(a.kernel, build=not a.no_build, tcg_thread="multi", smp=2) as target, \
@@ -214,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 rep_out = subprocess.run([perf, "report", "-i", str(data), "--stdio",
                                           "--no-children", "-n", "--sort", "dso,sym"],
                                          check=True, capture_output=True, text=True).stdout
-                us = per_io(parse_report(rep_out, exported), cpu[0], iops * window)
+                us = per_io(parse_report(rep_out, exports), cpu[0], iops * window)
                 rows.append((f"{s} (run {rep + 1})", iops, us))
                 print(render(rows[-1:]).splitlines()[1], flush=True)
     print(render(rows))

@@ -348,7 +348,6 @@ static void atomic_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
 		a->other++;
 }
 
-
 #define LINE_BITS 24
 #define LINE_PROBES 32
 #define LINE_STRIPES 1024

@@ -188,6 +188,11 @@ class Symbols:
         i = bisect.bisect_right(self.addrs, addr) - 1
         return self.names[i] if i >= 0 else "user"
 
+    def following(self, addr: int) -> str | None:
+        """The first symbol above @addr (None: none)."""
+        i = bisect.bisect_right(self.addrs, addr)
+        return self.names[i] if i < len(self.names) else None
+
     def start(self, addr: int) -> int | None:
         """The address of the symbol at or below @addr (None: "user")."""
         i = bisect.bisect_right(self.addrs, addr) - 1

@@ -61,10 +61,11 @@ def test_static_functions_go_with_their_neighbours() -> None:
     """0x91c051 lies before tlb_init (the softmmu's statics at the start of
     its file), 0x91d000 after tlb_set_page_full, 0x914757 between two
     exported functions that are not the softmmu's."""
-    ex = hostprof.Exported(NM)
-    assert ex.around(0x91c051) == ("plugin_gen_tb_end", "tlb_init")
-    assert ex.around(0x91fd00) == ("probe_access_full", "")
-    assert ex.around(0x100) == ("", "accel_supported_gdbstub_sstep_flags")
+    ex = hostprof.parse_exports(NM)
+    assert (ex.name(0x91c051), ex.following(0x91c051)) == ("plugin_gen_tb_end", "tlb_init")
+    assert (ex.name(0x91fd00), ex.following(0x91fd00)) == ("probe_access_full", None)
+    assert ex.following(0x100) == "accel_supported_gdbstub_sstep_flags"
+    assert ex.start(0x100) is None
     k = hostprof.parse_report(REPORT, ex)
     assert k["softmmu"] == pytest.approx(100 * 800 / 10800)
     assert k["qemu"] == pytest.approx(100 * 2000 / 10800)
