@@ -987,6 +987,36 @@ static void k2_insert_requests(struct blk_mq_hw_ctx *hctx,
 }
 
 /*
+ * @rq, off the staging queues (or never on them: k2_dispatch_lone()), goes
+ * to blk-mq from queue @sel at @now (jiffies), @promoted ahead of real-time
+ * requests: it takes a slot if finish_request will give it back, and is
+ * counted and traced.  Under kd->lock; inlined in both dispatch paths.
+ */
+static __always_inline void k2_send(struct k2_data *kd, struct request *rq,
+				    unsigned int sel, bool promoted,
+				    unsigned long now)
+{
+	lockdep_assert_held(&kd->lock);
+
+	k2_stall_disarm(&kd->stall);
+	/* As mq-deadline: no more merging into a request handed out. */
+	rq->rq_flags |= RQF_STARTED;
+	if (compat_rq_elv_finish(rq))
+		k2_count(kd, rq);
+	else
+		kd->uncounted++;
+	kd->dispatched[sel]++;
+	kd->dispatch_seq++;
+	if (sel == K2_BE_QUEUE) {
+		kd->be_served = now;
+		kd->be_sectors += blk_rq_sectors(rq);
+	}
+	if (promoted)
+		kd->promotions++;
+	k2_trace_dispatch(kd, rq, sel, promoted, now);
+}
+
+/*
  * @batch: the hardware queue of the requests handed out so far in this
  * dispatch batch (NULL: none, or any may follow); a request of another
  * ends the batch (elevator/iosched-batch.h).  @tick: make the adaptive
@@ -1055,24 +1085,8 @@ again:
 		kd->batch_ended++;
 		return NULL;
 	}
-	k2_stall_disarm(&kd->stall);
 	__k2_remove_request(kd, rq);
-	/* As mq-deadline: no more merging into a request handed out. */
-	rq->rq_flags |= RQF_STARTED;
-
-	if (compat_rq_elv_finish(rq))
-		k2_count(kd, rq);
-	else
-		kd->uncounted++;
-	kd->dispatched[sel]++;
-	kd->dispatch_seq++;
-	if (sel == K2_BE_QUEUE) {
-		kd->be_served = now;
-		kd->be_sectors += blk_rq_sectors(rq);
-	}
-	if (promoted)
-		kd->promotions++;
-	k2_trace_dispatch(kd, rq, sel, promoted, now);
+	k2_send(kd, rq, sel, promoted, now);
 	return rq;
 }
 
@@ -1101,7 +1115,6 @@ static struct request *k2_dispatch_lone(struct k2_data *kd, struct request *rq,
 {
 	unsigned int idx = k2_ioprio_to_queue(req_get_ioprio(rq));
 	unsigned int target = READ_ONCE(kd->target_us);
-	unsigned long now = jiffies;
 
 	lockdep_assert_held(&kd->lock);
 
@@ -1117,17 +1130,7 @@ static struct request *k2_dispatch_lone(struct k2_data *kd, struct request *rq,
 	if (atomic_read(&kd->inflight) >= k2_cur_bound(kd))
 		goto insert;
 	k2_rq_set_state(rq, idx);
-	k2_stall_disarm(&kd->stall);
-	/* As mq-deadline: no more merging into a request handed out. */
-	rq->rq_flags |= RQF_STARTED;
-	k2_count(kd, rq);
-	kd->dispatched[idx]++;
-	kd->dispatch_seq++;
-	if (idx == K2_BE_QUEUE) {
-		kd->be_served = now;
-		kd->be_sectors += blk_rq_sectors(rq);
-	}
-	k2_trace_dispatch(kd, rq, idx, false, now);
+	k2_send(kd, rq, idx, false, jiffies);
 	return rq;
 insert:
 	k2_insert_request(kd, rq, false, free);
