@@ -13,6 +13,13 @@
  * written under another name and renamed into place; then the trigger is
  * removed.  The difference of two snapshots is what the guest ran between
  * them, exactly (the callbacks do not change the guest's instructions).
+ * A block left for one that starts on another page than its own start,
+ * by a direct jump, call or fall-through, is counted too ("pex VADDR_HEX
+ * NR_INSNS COUNT" lines): in system emulation QEMU chains a block to the
+ * next only within the page it starts on (translator_use_goto_tb()), so
+ * such an exit, like an indirect one, looks the next block up.  Each vCPU
+ * remembers the block it ran last; an interrupt taken between two blocks
+ * counts as such an exit of the first.
  * Meant for one vCPU (the counts are not atomic), unless the argument
  * smp=on is given: then each count is a relaxed atomic add, for guests
  * on several vCPUs under multi-threaded TCG, where the vCPU threads run
@@ -148,6 +155,7 @@ struct block {
 	struct block *next;	/* hash chain */
 	int code;		/* locks=on: a lock primitive's entry (1-3) */
 	bool indirect;		/* ends in a return or an indirect jump or call */
+	uint64_t pexits;	/* left for a block on another page (not indirect) */
 	unsigned int natomics;
 	struct insn *atomics[BLOCK_ATOMICS];
 };
@@ -187,6 +195,7 @@ struct held {
 
 struct vcpu {
 	uint64_t insns;		/* instructions of the blocks it ran */
+	struct block *last;	/* the block it ran last, by its thread */
 	unsigned int nheld;
 	struct held held[HELD];
 	gbytes_t *buf;
@@ -213,15 +222,35 @@ static struct hold *holds[SMALL_BUCKETS];
 static struct insn *insns[SMALL_BUCKETS];
 static uint64_t unmatched, dropped;
 
+/*
+ * The vCPU's last block, left for @b: counted if it was left through a
+ * lookup of @b that the exit itself does not show (another page).
+ */
+static void page_exit(unsigned int vcpu, struct block *b, bool atomic)
+{
+	struct vcpu *v = &vcpus[vcpu < VCPUS ? vcpu : 0];
+	struct block *last = v->last;
+
+	v->last = b;
+	if (!last || last->indirect || !((last->vaddr ^ b->vaddr) & ~0xfffULL))
+		return;
+	if (atomic)
+		__atomic_fetch_add(&last->pexits, 1, __ATOMIC_RELAXED);
+	else
+		last->pexits++;
+}
+
 static void block_ran(unsigned int vcpu, void *data)
 {
 	((struct block *)data)->count++;
+	page_exit(vcpu, data, false);
 }
 
 /* smp=on: vCPU threads may count the same block at once */
 static void block_ran_smp(unsigned int vcpu, void *data)
 {
 	__atomic_fetch_add(&((struct block *)data)->count, 1, __ATOMIC_RELAXED);
+	page_exit(vcpu, data, true);
 }
 
 static unsigned int small_hash(uint64_t a, uint64_t b, uint64_t c)
@@ -325,6 +354,7 @@ static void block_ran_locks(unsigned int vcpu, void *data)
 	if (b->code)
 		primitive(v, b);
 	v->insns += b->insns;
+	page_exit(vcpu, b, false);
 }
 
 static void atomic_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
@@ -540,7 +570,8 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
 /*
  * Whether the instruction leaves its block through a lookup of the next:
  * ret (c3, c2 iw, with prefixes), or jmp/call through a register or
- * memory (ff /2 to /5).  Direct jumps and calls are chained instead.
+ * memory (ff /2 to /5).  Direct jumps and calls are chained instead,
+ * within the page the block starts on (page_exit() counts the others).
  */
 static bool is_indirect(const uint8_t *p, size_t len)
 {
@@ -654,6 +685,10 @@ static void snapshot(const char *out)
 			if (count && b->indirect)
 				fprintf(f, "ind %" PRIx64 " %" PRIu64 "\n",
 					b->vaddr, b->insns);
+			count = __atomic_load_n(&b->pexits, __ATOMIC_RELAXED);
+			if (count)
+				fprintf(f, "pex %" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+					b->vaddr, b->insns, count);
 		}
 	if (lines) {
 		struct insn *x;

@@ -94,6 +94,9 @@ class Snapshot:
     xfers: dict[int, int] = field(default_factory=dict)
     #: blocks that end in a return or an indirect jump or call
     indirect: set[Block] = field(default_factory=set)
+    #: block -> times it was left for a block on another page, not through
+    #: an indirect exit (a lookup too: QEMU chains blocks within a page)
+    pexits: dict[Block, int] = field(default_factory=dict)
 
 
 def parse_snapshot(text: str) -> Snapshot:
@@ -115,6 +118,8 @@ def parse_snapshot(text: str) -> Snapshot:
                 out.atomics[int(f[1], 16)] = Atomic(int(f[2]), int(f[3]), lines)
             elif f[0] == "ind" and len(f) == 3:
                 out.indirect.add((int(f[1], 16), int(f[2])))
+            elif f[0] == "pex" and len(f) == 4:
+                out.pexits[(int(f[1], 16), int(f[2]))] = int(f[3])
             elif f[0] == "xfer" and len(f) == 3:
                 out.xfers[int(f[1], 16)] = int(f[2])
             elif f[0] == "unmatched" and len(f) == 3:
@@ -148,7 +153,8 @@ def diff_snapshot(after: Snapshot, before: Snapshot) -> Snapshot:
              if n - before.xfers.get(a, 0) > 0}
     return Snapshot(diff_counts(after.blocks, before.blocks), holds, atomics,
                     after.unmatched - before.unmatched, after.dropped - before.dropped,
-                    xfers, after.indirect | before.indirect)
+                    xfers, after.indirect | before.indirect,
+                    diff_counts(after.pexits, before.pexits))
 
 
 def diff_counts(after: dict[Block, int], before: dict[Block, int]) -> dict[Block, int]:
@@ -214,6 +220,24 @@ def per_symbol(delta: dict[Block, int], syms: Symbols) -> Counter[str]:
     return out
 
 
+def lookups(snap: Snapshot) -> dict[Block, int]:
+    """Block -> the times it was left through a lookup of the next block:
+    each execution of a block that ends indirectly, and each exit of
+    another to a block on another page than its own start."""
+    out = {b: n for b, n in snap.blocks.items() if b in snap.indirect}
+    for b, n in snap.pexits.items():
+        out[b] = out.get(b, 0) + n
+    return out
+
+
+def lookups_per_symbol(snap: Snapshot, syms: Symbols) -> Counter[str]:
+    """Lookups (lookups()) per symbol of the block left."""
+    out: Counter[str] = Counter()
+    for (addr, _), n in lookups(snap).items():
+        out[syms.name(addr)] += n
+    return out
+
+
 def xfers_per_symbol(xfers: dict[int, int], syms: Symbols) -> Counter[str]:
     """Cache-line transfers (lines=on) per symbol of the instruction that
     caused them."""
@@ -274,11 +298,13 @@ class Footprint:
     at all are the code QEMU must find again.  It looks a block up in a
     per-vCPU cache of 4096 entries (hashed by address) and, on a miss, in
     its global hash table; a return or an indirect call or jump always
-    takes the lookup.  Under TCG these lookups are about a third of a
+    takes the lookup, and so does a direct one to another page than the
+    block's start (QEMU chains blocks only within a page).  Under TCG these lookups are about a third of a
     run's host time, whatever the instructions (scripts/README.md)."""
     runs: int       # block executions
     hot: int        # blocks that ran at least once per HOT_IOS I/Os
-    indirect: int = 0   # executions of blocks left through a lookup
+    indirect: int = 0   # executions of blocks that end indirectly
+    pexits: int = 0     # direct exits to another page (a lookup each)
 
 
 #: a block is hot if it ran at least once per this many I/Os
@@ -286,10 +312,12 @@ HOT_IOS = 10
 
 
 def footprint(delta: dict[Block, int], ios: int,
-              indirect: set[Block] | None = None) -> Footprint:
+              indirect: set[Block] | None = None,
+              pexits: dict[Block, int] | None = None) -> Footprint:
     return Footprint(sum(delta.values()),
                      sum(1 for n in delta.values() if n * HOT_IOS >= ios > 0),
-                     sum(n for b, n in delta.items() if indirect and b in indirect))
+                     sum(n for b, n in delta.items() if indirect and b in indirect),
+                     sum(pexits.values()) if pexits else 0)
 
 
 def render(results: dict[str, tuple[int, Counter[str]]], top: int,
@@ -320,6 +348,8 @@ def render(results: dict[str, tuple[int, Counter[str]]], top: int,
                       f"{feet[s].runs / max(results[s][0], 1):>12.1f}" for s in scheds),
                   "indirect exits (ret, jmp/call *)".ljust(width) + "".join(
                       f"{feet[s].indirect / max(results[s][0], 1):>12.1f}" for s in scheds),
+                  "exits to another page (jmp, call)".ljust(width) + "".join(
+                      f"{feet[s].pexits / max(results[s][0], 1):>12.1f}" for s in scheds),
                   f"hot blocks (>= 1 per {HOT_IOS} I/Os)".ljust(width) + "".join(
                       f"{feet[s].hot:>12}" for s in scheds)]
     for name in sorted(names, key=lambda n: (-spread(n), n))[:top]:
@@ -841,6 +871,7 @@ def main(argv: list[str] | None = None) -> int:
             set_primitives(primitives_command(syms))
         results: dict[str, tuple[int, Counter[str]]] = {}
         transfers: dict[str, tuple[int, Counter[str]]] = {}
+        looked: dict[str, tuple[int, Counter[str]]] = {}
         feet: dict[str, Footprint] = {}
         lock_reports: list[str] = []
         lines_by_sched: dict[str, list[Line]] = {}
@@ -856,7 +887,8 @@ def main(argv: list[str] | None = None) -> int:
             whole = diff_snapshot(after, before)
             delta = whole.blocks
             results[s] = (ios, per_symbol(delta, syms))
-            feet[s] = footprint(delta, ios, whole.indirect)
+            feet[s] = footprint(delta, ios, whole.indirect, whole.pexits)
+            looked[s] = (ios, lookups_per_symbol(whole, syms))
             if a.lines:
                 transfers[s] = (ios, xfers_per_symbol(whole.xfers, syms))
             print(f"{s}: {ios} I/Os", flush=True)
@@ -873,6 +905,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  mods_of.get(s)))
                 lines_by_sched[s] = shared_lines(sites, atomics, s, mods_of.get(s))
         print(render(results, a.top, feet))
+        print("\n" + render(looked, a.top, title="lookups per I/O (indirect exits and "
+                             "exits to another page, by the function left)"))
         if a.lines:
             print("\n" + render(transfers, a.top, title="cache-line transfers per I/O"))
         if a.locks:

@@ -93,11 +93,31 @@ def test_footprint_counts_block_runs_and_the_hot_blocks() -> None:
     assert tbprof.footprint(delta, 100).indirect == 0
     results = {"fifo-ref": (100, Counter({"a": 1000})), "flashfq": (50, Counter({"a": 800}))}
     lines = tbprof.render(results, top=10, feet={"fifo-ref": f, "flashfq": tbprof.Footprint(
-        100, 7, 40)}).splitlines()
+        100, 7, 40, 25)}).splitlines()
     assert lines[3].split() == ["blocks", "run", "2.7", "2.0"]
     assert lines[4].split() == ["indirect", "exits", "(ret,", "jmp/call", "*)", "0.2", "0.8"]
-    assert lines[5].split() == ["hot", "blocks", "(>=", "1", "per", "10", "I/Os)", "2", "7"]
-    assert lines[6].split()[0] == "a"
+    assert lines[5].split() == ["exits", "to", "another", "page", "(jmp,", "call)", "0.0",
+                                "0.5"]
+    assert lines[6].split() == ["hot", "blocks", "(>=", "1", "per", "10", "I/Os)", "2", "7"]
+    assert lines[7].split()[0] == "a"
+
+
+def test_exits_to_another_page_count_as_lookups_of_the_block_left() -> None:
+    """QEMU chains a block only to one on its own page: "pex" lines count
+    the other exits, by the block left; with the indirect ones they are
+    the lookups, by block and by function."""
+    before = tbprof.parse_snapshot("1000 3 5\n2000 2 1\nind 2000 2\npex 1000 3 2\n")
+    after = tbprof.parse_snapshot("1000 3 9\n2000 2 4\nind 2000 2\npex 1000 3 5\n"
+                                  "pex 2000 2 7\n")
+    d = tbprof.diff_snapshot(after, before)
+    assert d.pexits == {(0x1000, 3): 3, (0x2000, 2): 7}
+    assert tbprof.footprint(d.blocks, 4, d.indirect, d.pexits).pexits == 10
+    # 2000: 3 indirect executions and 7 exits to another page
+    assert tbprof.lookups(d) == {(0x1000, 3): 3, (0x2000, 2): 10}
+    syms = tbprof.Symbols.parse(["0000000000001000 T f\n0000000000002000 T g\n"])
+    assert tbprof.lookups_per_symbol(d, syms) == Counter({"f": 3, "g": 10})
+    with pytest.raises(ValueError):
+        tbprof.parse_snapshot("pex 1000 3\n")
 
 
 def test_blocks_left_through_a_lookup_are_listed_and_kept() -> None:
