@@ -56,6 +56,21 @@
  * of capacity (no line is evicted but by another vCPU) nor of user space
  * (not followed), and it costs host time, not guest instructions.
  *
+ * With the argument tlb=BITS every load and store of the guest's kernel
+ * code also goes through a model of TCG's softmmu TLB, one per vCPU (as
+ * QEMU's, per MMU index: the kernel's own addresses in one, user
+ * addresses the kernel touches in another): direct-mapped by 4 KiB
+ * virtual page with 2^BITS entries, and a victim TLB of 8 that takes the
+ * entry a fill evicts and swaps back on a hit (accel/tcg/cputlb.c).  A
+ * load or store that misses both is a fill, the page walk
+ * (tlb_set_page_full()); one found in the victim TLB costs the swap.
+ * Snapshots carry "tlb VADDR FILLS VICTIM_HITS" lines, by instruction.
+ * Not modelled: QEMU resizing its TLB (between 2^6 and 2^22 entries, at
+ * a flush, by the use it saw) and the flushes themselves (a page table
+ * switch, INVLPG), so the absolute figures are a model's; the same run
+ * under two schedulers, compared, says which pages an elevator adds and
+ * which instructions find them evicted.
+ *
  * Built against QEMU's plugin API (include/qemu/qemu-plugin.h); only the
  * few declarations used are repeated here, so that no QEMU headers are
  * needed: those calls and qemu_info_t are unchanged from API version 1 to
@@ -170,6 +185,8 @@ struct insn {
 	uint64_t vaddr;
 	uint64_t execs;
 	uint64_t xfers;		/* relaxed atomic adds */
+	uint64_t fills;		/* tlb=: misses of both TLBs (relaxed adds) */
+	uint64_t victims;	/* tlb=: hits in the victim TLB */
 	uint64_t line[ATOMIC_LINES];	/* cache line addresses (>> 6) */
 	uint64_t hits[ATOMIC_LINES];
 	uint64_t other;
@@ -391,6 +408,18 @@ struct line {
 };
 
 static struct line *line_table;
+
+#define VTLB 8
+
+/* tlb=: a vCPU's model of one MMU index's TLB; pages + 1, 0: empty */
+struct tlb {
+	uint64_t *page;
+	uint64_t victim[VTLB];
+	unsigned int vindex;
+};
+
+static unsigned int tlb_bits;
+static struct tlb tlbs[VCPUS][2];
 static pthread_mutex_t line_locks[LINE_STRIPES];
 
 static struct line *line_find(uint64_t line)
@@ -444,6 +473,45 @@ static void line_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
 	pthread_mutex_unlock(lock);
 	if (transfer)
 		__atomic_fetch_add(&((struct insn *)data)->xfers, 1, __ATOMIC_RELAXED);
+}
+
+/* tlb=: by the vCPU's own thread; the counts shared by all (relaxed) */
+static void tlb_access(unsigned int vcpu, qemu_plugin_meminfo_t info,
+		       uint64_t vaddr, void *data)
+{
+	struct tlb *t = &tlbs[vcpu < VCPUS ? vcpu : 0][vaddr >= KERNEL_SPACE];
+	uint64_t page = (vaddr >> 12) + 1;
+	uint64_t *e = &t->page[(vaddr >> 12) & ((1ULL << tlb_bits) - 1)];
+	struct insn *x = data;
+	unsigned int i;
+
+	if (*e == page)
+		return;
+	for (i = 0; i < VTLB; i++)
+		if (t->victim[i] == page) {
+			t->victim[i] = *e;
+			*e = page;
+			__atomic_fetch_add(&x->victims, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	if (*e)
+		t->victim[t->vindex++ % VTLB] = *e;
+	*e = page;
+	__atomic_fetch_add(&x->fills, 1, __ATOMIC_RELAXED);
+}
+
+/* tlb=: the tables of @n vCPUs; 0 or -1 (no memory) */
+static int tlb_init(int n)
+{
+	int v, k;
+
+	for (v = 0; v < n && v < VCPUS; v++)
+		for (k = 0; k < 2; k++) {
+			tlbs[v][k].page = calloc(1ULL << tlb_bits, sizeof(uint64_t));
+			if (!tlbs[v][k].page)
+				return -1;
+		}
+	return 0;
 }
 
 /* lines=on: the table of lines and its locks; 0 or -1 (no memory) */
@@ -654,6 +722,17 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 							 insn_at(qemu_plugin_insn_vaddr(insn)));
 		}
 	}
+	if (tlb_bits && vaddr >= KERNEL_SPACE) {
+		size_t i;
+
+		for (i = 0; i < insns; i++) {
+			struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+
+			qemu_plugin_register_vcpu_mem_cb(insn, tlb_access, CB_NO_REGS,
+							 MEM_RW,
+							 insn_at(qemu_plugin_insn_vaddr(insn)));
+		}
+	}
 	pthread_mutex_unlock(&table_lock);
 	if (locks)
 		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran_locks, CB_R_REGS, b);
@@ -690,16 +769,22 @@ static void snapshot(const char *out)
 				fprintf(f, "pex %" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
 					b->vaddr, b->insns, count);
 		}
-	if (lines) {
+	if (lines || tlb_bits) {
 		struct insn *x;
 
 		for (i = 0; i < SMALL_BUCKETS; i++)
 			for (x = insns[i]; x; x = x->next) {
 				uint64_t n = __atomic_load_n(&x->xfers, __ATOMIC_RELAXED);
+				uint64_t fills = __atomic_load_n(&x->fills, __ATOMIC_RELAXED);
+				uint64_t victims = __atomic_load_n(&x->victims,
+								   __ATOMIC_RELAXED);
 
 				if (n)
 					fprintf(f, "xfer %" PRIx64 " %" PRIu64 "\n",
 						x->vaddr, n);
+				if (fills || victims)
+					fprintf(f, "tlb %" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+						x->vaddr, fills, victims);
 			}
 	}
 	if (locks) {
@@ -794,6 +879,14 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
 			smp = true;
 		else if (!strcmp(argv[i], "lines=on"))
 			lines = true;
+		else if (!strncmp(argv[i], "tlb=", 4))
+			tlb_bits = (unsigned int)atoi(argv[i] + 4);
+	/* QEMU's TLB: 2^6 to 2^22 entries */
+	if (tlb_bits && (tlb_bits < 6 || tlb_bits > 22))
+		return -1;
+	if (tlb_bits && tlb_init(info->system_emulation ?
+				 info->system.max_vcpus : 1))
+		return -1;
 	/* the lock records are per vCPU, their totals are not atomic */
 	if (locks && smp)
 		return -1;

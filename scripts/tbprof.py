@@ -34,6 +34,14 @@ the overhead suite's VM does (no instruction-counting clock; each job
 pinned to its vCPU); with --lines too, the plugin's coherence model counts
 the cache lines that move between the vCPUs, by the kernel function that
 made them move (tbprof-plugin.c).
+
+With --tlb BITS the plugin also runs the kernel's loads and stores through
+a model of TCG's softmmu TLB (2^BITS entries a vCPU, direct-mapped by 4 KiB
+page, with QEMU's victim TLB of 8): the fills (page walks) and victim hits
+per I/O, by the kernel function whose instruction missed.  What an
+elevator adds in pages shows there, and which pages evict each other;
+QEMU's own TLB resizes and is flushed, which the model is not
+(tbprof-plugin.c).
 """
 from __future__ import annotations
 
@@ -94,6 +102,10 @@ class Snapshot:
     xfers: dict[int, int] = field(default_factory=dict)
     #: blocks that end in a return or an indirect jump or call
     indirect: set[Block] = field(default_factory=set)
+    #: tlb=: instruction address -> fills (misses of the TLB and its victims)
+    fills: dict[int, int] = field(default_factory=dict)
+    #: tlb=: instruction address -> hits in the victim TLB
+    victims: dict[int, int] = field(default_factory=dict)
     #: block -> times it was left for a block on another page, not through
     #: an indirect exit (a lookup too: QEMU chains blocks within a page)
     pexits: dict[Block, int] = field(default_factory=dict)
@@ -122,6 +134,9 @@ def parse_snapshot(text: str) -> Snapshot:
                 out.pexits[(int(f[1], 16), int(f[2]))] = int(f[3])
             elif f[0] == "xfer" and len(f) == 3:
                 out.xfers[int(f[1], 16)] = int(f[2])
+            elif f[0] == "tlb" and len(f) == 4:
+                addr = int(f[1], 16)
+                out.fills[addr], out.victims[addr] = int(f[2]), int(f[3])
             elif f[0] == "unmatched" and len(f) == 3:
                 out.unmatched, out.dropped = int(f[1]), int(f[2])
             elif len(f) == 3:
@@ -149,11 +164,14 @@ def diff_snapshot(after: Snapshot, before: Snapshot) -> Snapshot:
             lines = {ln: n - old.lines.get(ln, 0) for ln, n in at.lines.items()
                      if n - old.lines.get(ln, 0) > 0}
             atomics[addr] = Atomic(at.execs - old.execs, at.other - old.other, lines)
-    xfers = {a: n - before.xfers.get(a, 0) for a, n in after.xfers.items()
-             if n - before.xfers.get(a, 0) > 0}
+    def grown(now: dict[int, int], then: dict[int, int]) -> dict[int, int]:
+        return {a: n - then.get(a, 0) for a, n in now.items() if n - then.get(a, 0) > 0}
+
+    xfers = grown(after.xfers, before.xfers)
     return Snapshot(diff_counts(after.blocks, before.blocks), holds, atomics,
                     after.unmatched - before.unmatched, after.dropped - before.dropped,
                     xfers, after.indirect | before.indirect,
+                    grown(after.fills, before.fills), grown(after.victims, before.victims),
                     diff_counts(after.pexits, before.pexits))
 
 
@@ -238,11 +256,11 @@ def lookups_per_symbol(snap: Snapshot, syms: Symbols) -> Counter[str]:
     return out
 
 
-def xfers_per_symbol(xfers: dict[int, int], syms: Symbols) -> Counter[str]:
-    """Cache-line transfers (lines=on) per symbol of the instruction that
-    caused them."""
+def insn_counts_per_symbol(counts: dict[int, int], syms: Symbols) -> Counter[str]:
+    """Counts kept by instruction (cache-line transfers, lines=on; TLB
+    fills or victim hits, tlb=) per symbol of the instruction."""
     out: Counter[str] = Counter()
-    for addr, n in xfers.items():
+    for addr, n in counts.items():
         out[syms.name(addr)] += n
     return out
 
@@ -261,12 +279,12 @@ def blocks_of(delta: dict[Block, int], syms: Symbols, func: str,
     return sorted(out)
 
 
-def xfers_of(xfers: dict[int, int], syms: Symbols, func: str,
-             ios: int) -> list[tuple[int, float]]:
-    """The instructions of @func that caused transfers (lines=on): (offset
-    from its start, as blocks_of(); transfers per I/O), by offset."""
+def insn_counts_of(counts: dict[int, int], syms: Symbols, func: str,
+                   ios: int) -> list[tuple[int, float]]:
+    """The instructions of @func with counts (insn_counts_per_symbol()):
+    (offset from its start, as blocks_of(); count per I/O), by offset."""
     out = []
-    for addr, n in xfers.items():
+    for addr, n in counts.items():
         if syms.name(addr) == func:
             start = syms.start(addr)
             assert start is not None
@@ -274,9 +292,11 @@ def xfers_of(xfers: dict[int, int], syms: Symbols, func: str,
     return sorted(out)
 
 
-def render_xfers(func: str, sched: str, xfers: list[tuple[int, float]]) -> str:
-    """Per instruction of @func: where, cache-line transfers per I/O."""
-    lines = [f"{func} under {sched}: offset  transfers/IO"]
+def render_insn_counts(func: str, sched: str, xfers: list[tuple[int, float]],
+                       what: str = "transfers/IO") -> str:
+    """Per instruction of @func: where, cache-line transfers (or @what) per
+    I/O."""
+    lines = [f"{func} under {sched}: offset  {what}"]
     lines += [f"  +{off:#06x}  {n:12.2f}" for off, n in xfers if n >= 0.01]
     lines.append(f"  total {sum(n for _, n in xfers):.2f}")
     return "\n".join(lines)
@@ -792,6 +812,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --vcpus 2: also the cache-line transfers between the vCPUs "
                         "per I/O, by the kernel function that caused them (a coherence "
                         "model in the plugin: tbprof-plugin.c)")
+    p.add_argument("--tlb", type=int, default=0, metavar="BITS",
+                   help="also the guest TLB's fills and victim hits per I/O, by the kernel "
+                        "function that missed, in a model of TCG's TLB with 2^BITS "
+                        "entries (6-22; QEMU starts at 8) and 8 victims (tbprof-plugin.c)")
     p.add_argument("--least", type=float, default=0.05,
                    help="--locks: sites and atomics shown from this many per I/O "
                         "(default 0.05)")
@@ -812,6 +836,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--locks follows one vCPU's holds: not with --vcpus 2")
     if a.lines and a.vcpus < 2:
         p.error("--lines counts transfers between vCPUs: it needs --vcpus 2")
+    if a.tlb and not 6 <= a.tlb <= 22:
+        p.error("--tlb: QEMU's TLB has 2^6 to 2^22 entries")
     try:
         tunes = parse_tune(a.tune)
     except ValueError as e:
@@ -848,7 +874,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_for(lambda: not trigger.exists(), "the plugin did not take the lock primitives")
 
     job = fio_job(a.iodepth, a.jobs, a.vcpus)
-    plugin_args = f"{plugin},trigger={trigger}" + (",locks=on" if a.locks else "")
+    plugin_args = (f"{plugin},trigger={trigger}" + (",locks=on" if a.locks else "")
+                   + (f",tlb={a.tlb}" if a.tlb else ""))
     vm_cfg: dict[str, object] = {"smp": 1, "icount": 3}
     if a.vcpus > 1:
         plugin_args += ",smp=on" + (",lines=on" if a.lines else "")
@@ -872,6 +899,8 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, tuple[int, Counter[str]]] = {}
         transfers: dict[str, tuple[int, Counter[str]]] = {}
         looked: dict[str, tuple[int, Counter[str]]] = {}
+        fills: dict[str, tuple[int, Counter[str]]] = {}
+        victims: dict[str, tuple[int, Counter[str]]] = {}
         feet: dict[str, Footprint] = {}
         lock_reports: list[str] = []
         lines_by_sched: dict[str, list[Line]] = {}
@@ -890,14 +919,21 @@ def main(argv: list[str] | None = None) -> int:
             feet[s] = footprint(delta, ios, whole.indirect, whole.pexits)
             looked[s] = (ios, lookups_per_symbol(whole, syms))
             if a.lines:
-                transfers[s] = (ios, xfers_per_symbol(whole.xfers, syms))
+                transfers[s] = (ios, insn_counts_per_symbol(whole.xfers, syms))
+            if a.tlb:
+                fills[s] = (ios, insn_counts_per_symbol(whole.fills, syms))
+                victims[s] = (ios, insn_counts_per_symbol(whole.victims, syms))
             print(f"{s}: {ios} I/Os", flush=True)
             for func in a.blocks:
                 blocks = blocks_of(delta, syms, func, ios)
                 if blocks:
                     print(render_blocks(func, s, blocks), flush=True)
-                if a.lines and (xf := xfers_of(whole.xfers, syms, func, ios)):
-                    print(render_xfers(func, s, xf), flush=True)
+                if a.lines and (xf := insn_counts_of(whole.xfers, syms, func, ios)):
+                    print(render_insn_counts(func, s, xf), flush=True)
+                if a.tlb and (xf := insn_counts_of(whole.fills, syms, func, ios)):
+                    print(render_insn_counts(func, s, xf, "TLB fills/IO"), flush=True)
+                if a.tlb and (xf := insn_counts_of(whole.victims, syms, func, ios)):
+                    print(render_insn_counts(func, s, xf, "victim TLB hits/IO"), flush=True)
             if a.locks:
                 sites = lock_sites(whole, syms, ios, s, mods_of.get(s))
                 atomics = atomic_sites(whole, syms, ios)
@@ -909,6 +945,10 @@ def main(argv: list[str] | None = None) -> int:
                              "exits to another page, by the function left)"))
         if a.lines:
             print("\n" + render(transfers, a.top, title="cache-line transfers per I/O"))
+        if a.tlb:
+            print("\n" + render(fills, a.top, title=f"TLB fills per I/O (model: 2^{a.tlb} "
+                                 "entries, 8 victims)"))
+            print("\n" + render(victims, a.top, title="victim TLB hits per I/O"))
         if a.locks:
             print("\n" + "\n\n".join(lock_reports))
             print("\n" + render_ceilings(lines_by_sched, model))

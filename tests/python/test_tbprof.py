@@ -120,6 +120,21 @@ def test_exits_to_another_page_count_as_lookups_of_the_block_left() -> None:
         tbprof.parse_snapshot("pex 1000 3\n")
 
 
+def test_tlb_fills_and_victim_hits_are_counted_by_instruction() -> None:
+    """tlb= lines: fills and victim hits by instruction; a snapshot pair
+    gives what grew, by function (the table's Counter)."""
+    before = tbprof.parse_snapshot("1000 3 5\ntlb 1004 2 7\n")
+    after = tbprof.parse_snapshot("1000 3 9\ntlb 1004 5 7\ntlb 2008 0 4\n")
+    d = tbprof.diff_snapshot(after, before)
+    assert d.fills == {0x1004: 3}
+    assert d.victims == {0x2008: 4}
+    syms = tbprof.Symbols.parse(["0000000000001000 T f\n0000000000002000 T g\n"])
+    assert tbprof.insn_counts_per_symbol(d.fills, syms) == Counter({"f": 3})
+    assert tbprof.insn_counts_of(d.victims, syms, "g", 2) == [(8, 2.0)]
+    with pytest.raises(ValueError):
+        tbprof.parse_snapshot("tlb 1004 2\n")
+
+
 def test_blocks_left_through_a_lookup_are_listed_and_kept() -> None:
     before = tbprof.parse_snapshot("1000 3 5\nind 1000 3\n")
     after = tbprof.parse_snapshot("1000 3 9\n2000 2 4\nind 1000 3\nind 2000 2\n")
@@ -640,9 +655,9 @@ def test_transfers_difference_and_go_to_their_functions() -> None:
     d = tbprof.diff_snapshot(after, before)
     assert d.xfers == {0xffffffffc0100010: 4, 0xffffffff81000004: 2}
     syms = tbprof.Symbols.parse([KALLSYMS])
-    per = tbprof.xfers_per_symbol(d.xfers, syms)
+    per = tbprof.insn_counts_per_symbol(d.xfers, syms)
     assert sum(per.values()) == 6
-    assert tbprof.xfers_of(d.xfers, syms, syms.name(0xffffffffc0100010), 2) == [
+    assert tbprof.insn_counts_of(d.xfers, syms, syms.name(0xffffffffc0100010), 2) == [
         (0xffffffffc0100010 - syms.start(0xffffffffc0100010), 2.0)]
 
 
