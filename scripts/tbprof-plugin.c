@@ -660,6 +660,23 @@ static bool is_indirect(const uint8_t *p, size_t len)
 	return false;
 }
 
+/*
+ * @cb for every load and store of the block's @insns instructions, with
+ * each instruction's records (insn_at()); under table_lock.
+ */
+static void watch_memory(struct qemu_plugin_tb *tb, size_t insns,
+			 qemu_plugin_vcpu_mem_cb_t cb)
+{
+	size_t i;
+
+	for (i = 0; i < insns; i++) {
+		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+
+		qemu_plugin_register_vcpu_mem_cb(insn, cb, CB_NO_REGS, MEM_RW,
+						 insn_at(qemu_plugin_insn_vaddr(insn)));
+	}
+}
+
 static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	uint64_t vaddr = qemu_plugin_tb_vaddr(tb);
@@ -711,28 +728,10 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 							 MEM_RW, a);
 		}
 	}
-	if (lines && vaddr >= KERNEL_SPACE) {
-		size_t i;
-
-		for (i = 0; i < insns; i++) {
-			struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-
-			qemu_plugin_register_vcpu_mem_cb(insn, line_access, CB_NO_REGS,
-							 MEM_RW,
-							 insn_at(qemu_plugin_insn_vaddr(insn)));
-		}
-	}
-	if (tlb_bits && vaddr >= KERNEL_SPACE) {
-		size_t i;
-
-		for (i = 0; i < insns; i++) {
-			struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-
-			qemu_plugin_register_vcpu_mem_cb(insn, tlb_access, CB_NO_REGS,
-							 MEM_RW,
-							 insn_at(qemu_plugin_insn_vaddr(insn)));
-		}
-	}
+	if (lines && vaddr >= KERNEL_SPACE)
+		watch_memory(tb, insns, line_access);
+	if (tlb_bits && vaddr >= KERNEL_SPACE)
+		watch_memory(tb, insns, tlb_access);
 	pthread_mutex_unlock(&table_lock);
 	if (locks)
 		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_ran_locks, CB_R_REGS, b);
