@@ -33,7 +33,8 @@ drift (other load, thermal) cancels in the block's ratio X/none; blocks run
 in seeded random order and are repeated.  Reported: medians and ranges of
 the ratios, K2's ratio to fifo-ref and to mq-deadline, FlashFQ's to
 fifo-ref and to bfq (the goals: at least 0.90 of fifo-ref's, above bfq's)
-and CARS's to fifo-ref (the goal: at least 0.90).
+and to mq-deadline, and CARS's to fifo-ref (the goal: at least 0.90) and
+to mq-deadline.
 
 With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
 recorded into an ftrace ring buffer during those runs) is measured the same
@@ -81,8 +82,8 @@ ORDER = SCHEDS + [ADAPTIVE, TRACED]
 #: ratio over theirs, with ">" when it must be strictly above)
 COMPARE: dict[str, list[tuple[str, float | None, str]]] = {
     "k2": [("fifo-ref", None, ""), ("mq-deadline", None, "")],
-    "flashfq": [("fifo-ref", 0.90, "≥"), ("bfq", 1.0, ">")],
-    "cars": [("fifo-ref", 0.90, "≥")],
+    "flashfq": [("fifo-ref", 0.90, "≥"), ("bfq", 1.0, ">"), ("mq-deadline", None, "")],
+    "cars": [("fifo-ref", 0.90, "≥"), ("mq-deadline", None, "")],
     ADAPTIVE: [("fifo-ref", 0.95, "≥"), ("k2", None, "")],
 }
 NAMES = {"k2": "K2", "flashfq": "FlashFQ", "cars": "CARS", ADAPTIVE: "K2 adaptive"}

@@ -177,6 +177,28 @@ def test_kyber_baseline_report(tmp_path: Path) -> None:
     assert is_png(folder / "plots" / "kyber-baseline.png")
 
 
+def test_overhead_report_gives_flashfq_and_cars_against_mq_deadline(tmp_path: Path) -> None:
+    """Each of the three against mq-deadline, per repetition (the fixture's
+    k2 blocks stand in for flashfq's, then for cars's)."""
+    for sched, name in (("flashfq", "FlashFQ"), ("cars", "CARS")):
+        folder = copy("overhead", tmp_path / sched)
+        m = json.loads((folder / "manifest.json").read_text())
+        for r in m["runs"]:
+            for k in ("pair", "sched"):
+                if r["labels"][k] == "k2":
+                    r["labels"][k] = sched
+            if r["scheduler"] == "k2":
+                r["scheduler"] = sched
+        (folder / "manifest.json").write_text(json.dumps(m))
+        text = report.write(folder).read_text()
+        data = overhead.block_ratios(results.load(folder))[1]
+        vs = statistics.median(overhead.relative(data[sched], data["mq-deadline"]))
+        line = [ln for ln in text.splitlines() if ln.startswith(f"- {name} / mq-deadline: ")][0]
+        assert f"{vs:.3f} (" in line and "goal" not in line
+        s = json.loads((folder / "summary.json").read_text())["overhead"]["1"]
+        assert s[f"{sched}_vs_mq-deadline"]["median"] == pytest.approx(vs)
+
+
 def test_overhead_report(tmp_path: Path) -> None:
     folder = copy("overhead", tmp_path)
     text = report.write(folder).read_text()
