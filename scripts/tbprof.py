@@ -292,13 +292,13 @@ def insn_counts_of(counts: dict[int, int], syms: Symbols, func: str,
     return sorted(out)
 
 
-def render_insn_counts(func: str, sched: str, xfers: list[tuple[int, float]],
+def render_insn_counts(func: str, sched: str, counts: list[tuple[int, float]],
                        what: str = "transfers/IO") -> str:
-    """Per instruction of @func: where, cache-line transfers (or @what) per
-    I/O."""
+    """Per instruction of @func (insn_counts_of()): where, cache-line
+    transfers (or @what) per I/O."""
     lines = [f"{func} under {sched}: offset  {what}"]
-    lines += [f"  +{off:#06x}  {n:12.2f}" for off, n in xfers if n >= 0.01]
-    lines.append(f"  total {sum(n for _, n in xfers):.2f}")
+    lines += [f"  +{off:#06x}  {n:12.2f}" for off, n in counts if n >= 0.01]
+    lines.append(f"  total {sum(n for _, n in counts):.2f}")
     return "\n".join(lines)
 
 
@@ -319,8 +319,9 @@ class Footprint:
     per-vCPU cache of 4096 entries (hashed by address) and, on a miss, in
     its global hash table; a return or an indirect call or jump always
     takes the lookup, and so does a direct one to another page than the
-    block's start (QEMU chains blocks only within a page).  Under TCG these lookups are about a third of a
-    run's host time, whatever the instructions (scripts/README.md)."""
+    block's start (QEMU chains blocks only within a page).  Under TCG
+    these lookups are about a third of a run's host time, whatever the
+    instructions (scripts/README.md)."""
     runs: int       # block executions
     hot: int        # blocks that ran at least once per HOT_IOS I/Os
     indirect: int = 0   # executions of blocks that end indirectly
