@@ -54,6 +54,7 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+#include <linux/bitops.h>
 #include <linux/limits.h>
 #include <linux/math64.h>
 #else
@@ -80,6 +81,16 @@ static inline u32 cars_mod64(u64 a, u32 b)
 #else
 	return (u32)(a % b);
 #endif
+}
+
+/*
+ * @a modulo @b where @a is mostly below @b: a die index advanced by a few
+ * dies.  Saves the division of the common case, which dispatch makes for
+ * every request.
+ */
+static inline u32 cars_wrap(u64 a, u32 b)
+{
+	return a < b ? (u32)a : cars_mod64(a, b);
 }
 
 #define CARS_NONE		U32_MAX
@@ -376,19 +387,14 @@ struct cars_place {
 	enum cars_op op;
 };
 
+/* cars_page() - the flash page of @sector: a shift for the usual sizes */
 static inline u64 cars_page(const struct cars_params *p, u64 sector)
 {
-	return cars_div64(sector, p->page_sectors);
-}
+	u32 ps = p->page_sectors;
 
-/* cars_pages() - flash pages a request of @nr_sectors at @sector touches */
-static inline u32 cars_pages(const struct cars_params *p, u64 sector,
-			     u32 nr_sectors)
-{
-	u64 first = cars_page(p, sector);
-	u64 last = cars_page(p, sector + (nr_sectors ? nr_sectors : 1) - 1);
-
-	return (u32)(last - first + 1);
+	if (!(ps & (ps - 1)))
+		return sector >> __ffs(ps);
+	return cars_div64(sector, ps);
 }
 
 /*
@@ -404,7 +410,9 @@ static inline struct cars_place cars_place(const struct cars_sched *s,
 	u32 d;
 
 	pl.op = op;
-	pl.npages = cars_pages(&s->p, sector, nr_sectors);
+	pl.npages = (u32)(cars_page(&s->p, sector +
+				    (nr_sectors ? nr_sectors : 1) - 1) -
+			  page + 1);
 	pl.ndies = pl.npages < s->p.nr_dies ? pl.npages : s->p.nr_dies;
 	if (hit)
 		*hit = false;
@@ -418,7 +426,7 @@ static inline struct cars_place cars_place(const struct cars_sched *s,
 			*hit = true;
 		pl.die = d;
 	} else {
-		pl.die = cars_mod64(page, s->p.nr_dies);
+		pl.die = cars_wrap(page, s->p.nr_dies);
 	}
 	return pl;
 }
@@ -431,7 +439,7 @@ static inline struct cars_place cars_place(const struct cars_sched *s,
 static inline u32 cars_place_die(const struct cars_place *pl, u32 i,
 				 u32 nr_dies)
 {
-	return (pl->die + i) % nr_dies;
+	return cars_wrap((u64)pl->die + i, nr_dies);
 }
 
 static inline u32 cars_region(const struct cars_sched *s, u64 sector)
@@ -628,20 +636,20 @@ static inline struct cars_choice cars_pick(const struct cars_sched *s,
  * flow that is at its throttle_size gets false here (the caller then
  * gives cars_pick() every head).  True means cars_pick() would give
  * { .idx = 0 } and nothing skipped, forced or missed.  Lets the glue look
- * at one head when that one goes, the common case.
+ * at one head when that one goes, the common case.  When true, *@pl and
+ * *@hit are what cars_place() gives for @h, for cars_reserve().
  */
 static inline bool cars_pick_first(const struct cars_sched *s,
-				   const struct cars_head *h, u64 now)
+				   const struct cars_head *h, u64 now,
+				   struct cars_place *pl, bool *hit)
 {
-	struct cars_place pl;
-
 	if (s->p.throttle_size && h->flow == s->last_flow &&
 	    s->consec >= s->p.throttle_size)
 		return false;
+	*pl = cars_place(s, h->sector, h->nr_sectors, h->op, hit);
 	if (!s->p.filter)
 		return true;
-	pl = cars_place(s, h->sector, h->nr_sectors, h->op, NULL);
-	if (cars_die_busy(&s->die[pl.die], now))
+	if (cars_die_busy(&s->die[pl->die], now))
 		return false;
 	return !s->cmt_on ||
 	       cars_lru_find(&s->cmt, cars_region(s, h->sector)) != CARS_NONE;
@@ -667,23 +675,24 @@ static inline void cars_count_pick(struct cars_sched *s,
 }
 
 /*
- * cars_dispatched() - a request of flow @flow leaves for the device at
- * @now: reserve its dies, advance the write pointer over a write's pages
- * and record where they went, use its mapping-cache region, count the
- * flow's run.  Returns where it was placed; the glue keeps that with the
- * request (cars_rq_word()) for cars_completed().
+ * cars_reserve() - a request of flow @flow at @sector, placed at @pl by
+ * cars_place() (with @hit) since the last change to @s, leaves for the
+ * device at @now: reserve its dies, advance the write pointer over a
+ * write's pages and record where they went, use its mapping-cache region,
+ * count the flow's run.  The glue keeps @pl with the request
+ * (cars_rq_word()) for cars_completed().
  */
-static inline struct cars_place cars_dispatched(struct cars_sched *s,
-						unsigned long flow, u64 sector,
-						u32 nr_sectors, enum cars_op op,
-						u64 now)
+static inline void cars_reserve(struct cars_sched *s, unsigned long flow,
+				u64 sector, const struct cars_place *pl,
+				bool hit, u64 now)
 {
-	bool hit, fresh;
-	struct cars_place pl = cars_place(s, sector, nr_sectors, op, &hit);
+	enum cars_op op = pl->op;
 	u64 t = op == CARS_OP_READ ? s->p.read_ns :
 		op == CARS_OP_WRITE ? s->p.write_ns : s->p.erase_ns;
-	u64 page = cars_page(&s->p, sector);
-	u32 i, evicted;
+	u8 state = op == CARS_OP_READ ? CARS_DIE_READ :
+		   op == CARS_OP_WRITE ? CARS_DIE_PROGRAM : CARS_DIE_ERASE;
+	u32 nr = s->p.nr_dies, i, evicted, per = 1, extra = 0;
+	bool fresh;
 
 	if (op == CARS_OP_READ) {
 		if (hit)
@@ -691,24 +700,29 @@ static inline struct cars_place cars_dispatched(struct cars_sched *s,
 		else
 			s->st.map_misses++;
 	}
-	for (i = 0; i < pl.ndies; i++) {
-		struct cars_die *d = &s->die[cars_place_die(&pl, i, s->p.nr_dies)];
-		u32 pages = pl.npages / s->p.nr_dies +
-			    (i < pl.npages % s->p.nr_dies ? 1 : 0);
+	/* pages per die: one each unless the request has more than dies */
+	if (pl->npages > nr) {
+		per = pl->npages / nr;
+		extra = pl->npages % nr;
+	}
+	for (i = 0; i < pl->ndies; i++) {
+		struct cars_die *d = &s->die[cars_place_die(pl, i, nr)];
+		u32 pages = per + (i < extra ? 1 : 0);
 		u64 start = d->nreq && d->busy_until > now ? d->busy_until : now;
 
 		/* an erase is per block, not per page: once per die */
 		d->busy_until = start + (op == CARS_OP_ERASE ? t : t * pages);
 		d->nreq++;
-		d->state = op == CARS_OP_READ ? CARS_DIE_READ :
-			   op == CARS_OP_WRITE ? CARS_DIE_PROGRAM : CARS_DIE_ERASE;
+		d->state = state;
 	}
 	if (op == CARS_OP_WRITE) {
-		for (i = 0; i < pl.npages; i++)
+		u64 page = cars_page(&s->p, sector);
+
+		for (i = 0; i < pl->npages; i++)
 			if (cars_map_set(&s->map, page + i,
-					 cars_place_die(&pl, i, s->p.nr_dies)))
+					 cars_place_die(pl, i, nr)))
 				s->st.map_evictions++;
-		s->wp = cars_mod64((u64)s->wp + pl.npages, s->p.nr_dies);
+		s->wp = cars_wrap((u64)s->wp + pl->npages, nr);
 	}
 	if (s->cmt_on)
 		cars_lru_use(&s->cmt, cars_region(s, sector), &evicted, &fresh);
@@ -720,6 +734,22 @@ static inline struct cars_place cars_dispatched(struct cars_sched *s,
 		s->last_flow = flow;
 		s->consec = 1;
 	}
+}
+
+/*
+ * cars_dispatched() - cars_place() and cars_reserve() in one: a request
+ * of flow @flow leaves for the device at @now.  Returns where it was
+ * placed.
+ */
+static inline struct cars_place cars_dispatched(struct cars_sched *s,
+						unsigned long flow, u64 sector,
+						u32 nr_sectors, enum cars_op op,
+						u64 now)
+{
+	bool hit;
+	struct cars_place pl = cars_place(s, sector, nr_sectors, op, &hit);
+
+	cars_reserve(s, flow, sector, &pl, hit, now);
 	return pl;
 }
 

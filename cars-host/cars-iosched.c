@@ -689,27 +689,26 @@ static u32 cars_heads(struct cars_data *cd)
 }
 
 /*
- * @rq, of flow @f, chosen by @c, goes to the device at @now: its dies are
- * reserved and its placement kept in its word; counted, traced.
+ * @rq, of flow @f, chosen by @c and placed at @pl (cars_place() in this
+ * section, with @hit), goes to the device at @now: its dies are reserved
+ * and its placement kept in its word; counted, traced.
  */
 static __always_inline void cars_send(struct cars_data *cd,
 				      struct cars_flow *f, struct request *rq,
 				      const struct cars_choice *c,
+				      const struct cars_place *pl, bool hit,
 				      s64 released, u64 now)
 {
-	struct cars_place pl;
-
 	lockdep_assert_held(&cd->lock);
 
 	/* As mq-deadline: no more merging into a request handed out. */
 	rq->rq_flags |= RQF_STARTED;
-	pl = cars_dispatched(&cd->s, (unsigned long)f, blk_rq_pos(rq),
-			     blk_rq_sectors(rq), cars_rq_op(rq), now);
-	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(&pl));
+	cars_reserve(&cd->s, (unsigned long)f, blk_rq_pos(rq), pl, hit, now);
+	cars_rq_put(rq, (cars_rq_get(rq) & CARS_RQ_FLAGS) | cars_rq_word(pl));
 	WRITE_ONCE(cd->placed, cd->placed + 1);
 	f->dispatched++;
 	this_cpu_inc(cd->counts->dispatched);
-	trace_cars_dispatch(rq, f->pid, pl.die, pl.ndies, pl.op, c->forced,
+	trace_cars_dispatch(rq, f->pid, pl->die, pl->ndies, pl->op, c->forced,
 			    c->cmt_miss, cd->placed - released);
 }
 
@@ -729,10 +728,12 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 					       bool *again)
 {
 	struct cars_choice c;
+	struct cars_place pl;
 	struct cars_flow *f;
 	struct request *rq;
 	u32 depth;
 	u64 inflight;
+	bool hit;
 
 	lockdep_assert_held(&cd->lock);
 
@@ -757,7 +758,8 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	f = list_first_entry(&cd->rr, struct cars_flow, rr_node);
 	cars_head(cd, 0, f, list_first_entry(&f->fifo, struct request,
 					     queuelist));
-	if (cars_pick_first(&cd->s, &cd->heads[0], cars_now(now))) {
+	if (cars_pick_first(&cd->s, &cd->heads[0], cars_now(now), &pl,
+			    &hit)) {
 		c = (struct cars_choice){ .idx = 0, .first_skip = CARS_NONE };
 	} else {
 		/*
@@ -769,6 +771,10 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 		*now = ktime_get_ns();
 		c = cars_pick(&cd->s, cd->heads, cars_heads(cd), *now,
 			      cd->queued <= depth - inflight);
+		if (c.idx != CARS_NONE)
+			pl = cars_place(&cd->s, cd->heads[c.idx].sector,
+					cd->heads[c.idx].nr_sectors,
+					cd->heads[c.idx].op, &hit);
 	}
 	/* counted when made: the next batch picks it again */
 	if (c.idx != CARS_NONE &&
@@ -798,7 +804,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	/* the flow served goes to the tail: round-robin */
 	if (f->queued)
 		list_move_tail(&f->rr_node, &cd->rr);
-	cars_send(cd, f, rq, &c, released, *now);
+	cars_send(cd, f, rq, &c, &pl, hit, released, *now);
 	return rq;
 }
 
@@ -822,7 +828,9 @@ static struct request *cars_dispatch_lone(struct cars_data *cd,
 {
 	struct cars_choice c = { .idx = 0, .first_skip = CARS_NONE };
 	struct cars_head h;	/* not cd->heads[0]: a line less to write */
+	struct cars_place pl;
 	struct cars_flow *f;
+	bool hit;
 
 	lockdep_assert_held(&cd->lock);
 
@@ -832,10 +840,10 @@ static struct request *cars_dispatch_lone(struct cars_data *cd,
 		goto insert;
 	f = cars_rq_flow(cd, rq);
 	cars_head_of(&h, f, rq);
-	if (!cars_pick_first(&cd->s, &h, cars_now(now)))
+	if (!cars_pick_first(&cd->s, &h, cars_now(now), &pl, &hit))
 		goto insert;
 	cars_rq_put(rq, CARS_RQ_OWNED);
-	cars_send(cd, f, rq, &c, released, *now);
+	cars_send(cd, f, rq, &c, &pl, hit, released, *now);
 	return rq;
 insert:
 	cars_insert_request(cd, rq, free);

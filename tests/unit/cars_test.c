@@ -457,6 +457,57 @@ TEST(mapping_cache_deprioritises_uncached_regions)
 }
 
 /*
+ * Placement takes shifts for page sizes of a power of two and skips the
+ * division by the number of dies where it can: it must give what the
+ * plain divisions give, for every page size the sysfs range allows, any
+ * number of dies, requests across pages, and dies wrapping past the last
+ * (also with a geometry smaller than the placement's, as a release after
+ * a change of nr_dies meets).
+ */
+TEST(placement_arithmetic_matches_plain_division)
+{
+	enum { STEPS = 200000 };
+	struct fixture f;
+	struct cars_params p = params(8);
+	u32 step;
+
+	setup(&f, &p, 4, 0);
+	rng_state = 23;
+	for (step = 0; step < STEPS; step++) {
+		u32 ps = 2 * (1 + rng() % CARS_MAX_PAGE_KB);
+		u32 dies = 1 + rng() % CARS_MAX_DIES;
+		u64 sector = ((u64)rng() << 20 | rng()) >> (rng() % 40);
+		u32 nr = rng() % 4 ? rng() % 64 : rng() % 8192;
+		u64 first, last;
+		struct cars_place pl;
+		u32 i, nr2;
+
+		f.s.p.page_sectors = ps;
+		f.s.p.nr_dies = dies;
+		f.s.wp = rng() % dies;
+		first = sector / ps;
+		last = (sector + (nr ? nr : 1) - 1) / ps;
+		CHECK_EQ(cars_page(&f.s.p, sector), first);
+		pl = cars_place(&f.s, sector, nr, CARS_OP_READ, NULL);
+		CHECK_EQ(pl.npages, (u32)(last - first + 1));
+		CHECK_EQ(pl.ndies, pl.npages < dies ? pl.npages : dies);
+		CHECK_EQ(pl.die, (u32)(first % dies));
+		pl = cars_place(&f.s, sector, nr, CARS_OP_WRITE, NULL);
+		CHECK_EQ(pl.die, f.s.wp);
+		nr2 = 1 + rng() % dies;
+		for (i = 0; i < pl.ndies; i += 1 + rng() % 7) {
+			CHECK_EQ(cars_place_die(&pl, i, dies),
+				 (pl.die + i) % dies);
+			CHECK_EQ(cars_place_die(&pl, i, nr2),
+				 (pl.die + i) % nr2);
+		}
+		CHECK_EQ(cars_wrap((u64)f.s.wp + pl.npages, dies),
+			 (u32)(((u64)f.s.wp + pl.npages) % dies));
+	}
+	done(&f);
+}
+
+/*
  * cars_pick_first() says true exactly when cars_pick() takes the first
  * head at its first look (nothing skipped, forced, unheld or missed),
  * over random die states, mapping caches, throttle runs and heads; false
@@ -469,8 +520,10 @@ TEST(pick_first_agrees_with_pick)
 	struct fixture f;
 	struct cars_params p = params(DIES);
 	struct cars_head h[8];
+	struct cars_place pl;
 	u32 step, i, n, taken = 0, refused = 0;
 	u64 now = 1000000;
+	bool hit;
 
 	p.throttle_size = 3;
 	p.cmt_region_sectors = 8 * 16;
@@ -506,7 +559,7 @@ TEST(pick_first_agrees_with_pick)
 				others = true;
 		}
 		c = cars_pick(&f.s, h, n, now, rng() % 2);
-		first = cars_pick_first(&f.s, &h[0], now);
+		first = cars_pick_first(&f.s, &h[0], now, &pl, &hit);
 		for (i = 0; i < CARS_NR_SKIPS; i++)
 			skips += c.skipped[i];
 		clean = c.idx == 0 && !skips && !c.forced && !c.unheld &&
@@ -514,8 +567,16 @@ TEST(pick_first_agrees_with_pick)
 		throttled = h[0].flow == f.s.last_flow &&
 			    f.s.consec >= f.s.p.throttle_size;
 		if (first) {
+			struct cars_place want;
+			bool want_hit;
+
 			CHECK(clean);
 			CHECK_EQ(c.first_skip, CARS_NONE);
+			/* the placement it hands to cars_reserve() */
+			want = cars_place(&f.s, h[0].sector, h[0].nr_sectors,
+					  h[0].op, &want_hit);
+			CHECK_EQ(cars_rq_word(&pl), cars_rq_word(&want));
+			CHECK_EQ(hit, want_hit);
 			taken++;
 		} else {
 			CHECK(!clean || (throttled && !others));
@@ -784,6 +845,7 @@ TEST(completions_counted_per_die_match_one_by_one)
 UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(map_records_writes_and_gives_up_old_chunks),
 	  UNIT(placement_of_reads_and_writes),
+	  UNIT(placement_arithmetic_matches_plain_division),
 	  UNIT(dies_queue_operations_and_idle_on_completion),
 	  UNIT(completions_counted_per_die_match_one_by_one),
 	  UNIT(rq_word_round_trips),
