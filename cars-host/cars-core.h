@@ -656,6 +656,25 @@ static inline bool cars_pick_first(const struct cars_sched *s,
 }
 
 /*
+ * cars_place_idle() - whether every die of a request placed at @pl is
+ * predicted idle at @now: then its reservation starts now on each, and a
+ * release not yet applied (cars_completed_on()) would change nothing of
+ * it.  The glue applies every CPU's releases before reserving a request
+ * of several dies one of which is busy.
+ */
+static inline bool cars_place_idle(const struct cars_sched *s,
+				   const struct cars_place *pl, u64 now)
+{
+	u32 i;
+
+	for (i = 0; i < pl->ndies; i++)
+		if (cars_die_busy(&s->die[cars_place_die(pl, i, s->p.nr_dies)],
+				  now))
+			return false;
+	return true;
+}
+
+/*
  * cars_count_pick() - add a pick's skips and forced dispatch to the
  * statistics (once per dispatch actually made, or once per empty pick).
  */

@@ -17,9 +17,10 @@
  *
  * Locking
  * -------
- * cd->lock protects struct cars_data from @s to @counts and every flow's
- * state but @completed, and is the dispatch lock of the per-CPU dispatch
- * batch records (cd->batch: elevator/iosched-batch.h).  It is taken in
+ * cd->lock protects the tunables and struct cars_data from @placed to
+ * @die, each CPU's cars_releases.applied and every flow's state but
+ * @completed, and is the dispatch lock of the per-CPU dispatch batch
+ * records (cd->batch: elevator/iosched-batch.h).  It is taken in
  * task context only (dispatch, bio_merge, sysfs, debugfs), with
  * spin_lock(): insert_requests posts to cd->inbox instead ("Insertion"),
  * and finish_request, requeue_request and the hrtimer, which can run in
@@ -73,15 +74,23 @@
  * Completions
  * -----------
  * finish_request (and requeue_request of a request that gives its
- * reservations back) takes no lock: it posts the release in struct
- * cars_posted, lock-free (cars_post_release()): one count per die the
- * request was placed on, a bit marking the die, and the total released.
- * The next holder of cd->lock applies the die counts to the die model
- * before deciding anything (cars_apply_posted(): one cars_completed_on()
- * per die), and the requests in flight are @placed less @released, so a
- * completion is seen by the depth bound as soon as it is posted.  A die
- * is then predicted idle from the next dispatch on rather than from the
- * completion itself: no decision is made in between.
+ * reservations back) takes no lock: it posts the release in its CPU's
+ * struct cars_releases, lock-free (cars_post_release()): one count per
+ * die the request was placed on, a bit marking the die, and the requests
+ * released there.  A holder of cd->lock applies its own CPU's record to
+ * the die model and to @released first thing (cars_apply_posted(): one
+ * cars_completed_on() per die), and every CPU's before any decision that
+ * a release could change (cars_refresh()): a depth bound found full, a
+ * head's die found busy, a request of several dies one of which is busy
+ * (cars_settle()), a hold, a debugfs read or a new geometry.  A release
+ * only frees a slot and makes a die idle sooner, so a request the stale
+ * state lets go, the fresh state lets go too, and with the same
+ * reservation (an idle die's starts now either way; tests/unit/cars_test.c
+ * releases_applied_late_decide_as_applied_at_once).  In the common case
+ * a completion comes on the CPU that submitted and dispatched it (a
+ * hardware queue per CPU) and its record never leaves that CPU's cache.
+ * A die is predicted idle from the next dispatch that looks at it rather
+ * than from the completion itself: no decision is made in between.
  *
  * Restart
  * -------
@@ -91,9 +100,9 @@
  * hrtimer, armed for the earliest time a predicted die frees or a held
  * request's max_hold_us ends, takes it and re-runs them then.  A release
  * posted while dispatch decided to hold may not see the bit yet: dispatch
- * sets the bit, and, after a full barrier, looks again at @released; the
- * poster counts @released and, after a full barrier, tests the bit; one of
- * the two sees the other (cars_hold()).
+ * sets the bit, and, after a full barrier, applies every CPU's record
+ * again; the poster counts its release and, after a full barrier, tests
+ * the bit; one of the two sees the other (cars_hold()).
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -173,26 +182,30 @@ enum {
 };
 
 /*
- * Releases of die reservations posted without cd->lock ("Completions"):
- * written by cars_post_release() in any context, read and emptied by the
- * holder of cd->lock (cars_apply_posted()).
+ * Releases of die reservations posted on one CPU without cd->lock
+ * ("Completions"), per CPU: written by cars_post_release() in any
+ * context, read and emptied by holders of cd->lock, mostly on the same
+ * CPU (cars_apply_posted(), cars_apply_all()).  A poster preempted and
+ * moved meanwhile may write the record of the CPU it left: only atomics
+ * are written without the lock, so that costs a cache line, nothing else.
+ * What the applier reads first shares the first line.
  */
-struct cars_posted {
-	atomic_t done[CARS_MAX_DIES];	/* per die: releases not applied */
+struct cars_releases {
 	/* dies whose @done may be non-zero: set after it, taken before it */
 	unsigned long dies[BITS_TO_LONGS(CARS_MAX_DIES)];
-	/*
-	 * Requests released, since init: a line of its own, as every
-	 * release increments it and @dies is set and taken once a release
-	 * too (three atomics a request on one line otherwise).
-	 */
-	atomic64_t released ____cacheline_aligned_in_smp;
+	/* requests released here since init, counted after their dies */
+	atomic_long_t released;
+	unsigned long applied;		/* of @released: under cd->lock */
+	atomic_t done[CARS_MAX_DIES];	/* per die: releases not applied */
+} ____cacheline_aligned_in_smp;
+
+/* Shared state of the lock-free paths, seldom written. */
+struct cars_posted {
 	atomic64_t requeued;		/* requeue_request calls counted */
 	atomic64_t requeue_released;	/* ... that released a request */
 	/*
 	 * CARS_HELD, atomic bit operations: set by a dispatch that holds
-	 * requests back, tested by each release just after it counted
-	 * @released, on the same line.
+	 * requests back, tested by each release after it counted itself.
 	 */
 	unsigned long flags;
 };
@@ -209,6 +222,8 @@ struct cars_data {
 	struct iosched_batch __percpu *batch;
 	/* constant pointer: counters per CPU, this_cpu_inc() under cd->lock */
 	struct cars_counts __percpu *counts;
+	/* constant pointer: releases posted per CPU ("Completions") */
+	struct cars_releases __percpu *rel;
 	void *map_mem;			/* constant: the record's memory */
 	void *cmt_mem;			/* constant: the cache model's */
 	/*
@@ -236,8 +251,9 @@ struct cars_data {
 	/* Under the lock ("Locking" above), written for every request first. */
 	spinlock_t lock ____cacheline_aligned_in_smp;
 	u64 placed;			/* requests given a slot, since init;
-					 * also read locklessly by traces
+					 * also read locklessly (cars_inflight())
 					 */
+	u64 released;			/* of them, released and applied */
 	struct cars_sched s;		/* dies, record, cache, throttle */
 	struct list_head rr;		/* flows with queued requests */
 	struct list_head bypass;	/* unprepared requests */
@@ -390,16 +406,50 @@ static void cars_kick(struct cars_data *cd, bool held)
 		blk_mq_run_hw_queues(cd->q, true);
 }
 
-/* Requests holding a slot, as this CPU sees them: any context. */
+/*
+ * Requests released since init, as this CPU sees them: any context, the
+ * sum over the CPUs' records (cars_releases), for debugfs, the trace
+ * events and the check at exit; dispatch uses @released instead.
+ */
+static u64 cars_released_posted(struct cars_data *cd)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += atomic_long_read(&per_cpu_ptr(cd->rel, cpu)->released);
+	return sum;
+}
+
+/*
+ * Requests holding a slot, as this CPU sees them: any context.  The
+ * releases are read first, so that a request placed and released since
+ * is counted in neither.
+ */
 static u64 cars_inflight(struct cars_data *cd)
 {
-	return READ_ONCE(cd->placed) - atomic64_read(&cd->posted.released);
+	u64 released = cars_released_posted(cd);
+
+	/* a release read is of a placing the later read sees */
+	smp_rmb();
+	return READ_ONCE(cd->placed) - released;
+}
+
+/*
+ * Requests holding a slot as the holder of cd->lock knows them: at least
+ * as many as hold one (the releases not yet applied are not subtracted).
+ */
+static u64 cars_held_slots(struct cars_data *cd)
+{
+	lockdep_assert_held(&cd->lock);
+
+	return cd->placed - cd->released;
 }
 
 /*
  * cars_post_release() - the request whose placement word is @word gives
- * back its slot and die reservations: count them in cd->posted for the
- * next holder of cd->lock ("Completions").  Any context, lock-free; the
+ * back its slot and die reservations: count them in this CPU's record for
+ * a holder of cd->lock ("Completions").  Any context, lock-free; the
  * caller owns the request (it is in no list of CARS's).  The dies are
  * those of the geometry in force now (read once): a geometry changed
  * since the dispatch forgot the reservations, and cars_completed_on()
@@ -408,20 +458,21 @@ static u64 cars_inflight(struct cars_data *cd)
  */
 static void cars_post_release(struct cars_data *cd, u64 word)
 {
-	struct cars_posted *pd = &cd->posted;
+	/* any CPU's record will do: a task moved since posts to the old one */
+	struct cars_releases *r = raw_cpu_ptr(cd->rel);
 	struct cars_place pl = cars_rq_place(word);
 	u32 nr = READ_ONCE(cd->s.p.nr_dies);
 	u32 i, die;
 
 	for (i = 0; i < pl.ndies; i++) {
 		die = cars_place_die(&pl, i, nr);
-		atomic_inc(&pd->done[die]);
-		/* pairs with cars_apply_posted(): count, then mark the die */
+		atomic_inc(&r->done[die]);
+		/* pairs with cars_apply_record(): count, then mark the die */
 		smp_mb__after_atomic();
-		if (!test_bit(die, pd->dies))
-			set_bit(die, pd->dies);
+		if (!test_bit(die, r->dies))
+			set_bit(die, r->dies);
 	}
-	atomic64_inc(&pd->released);
+	atomic_long_inc(&r->released);
 	/* the release counted before the caller's test: pairs with cars_hold() */
 	smp_mb__after_atomic();
 }
@@ -439,32 +490,90 @@ static u64 cars_now(u64 *now)
 }
 
 /*
- * Apply the releases posted since the last call to the die model: the
- * first thing every section under cd->lock that reads the dies does, with
- * the section's time (cars_now()).  Each marked die's count is taken
- * after its mark (a full barrier each), so a count posted after the mark
- * was taken leaves the die marked.
+ * Apply the releases posted in record @r since it was last applied: the
+ * die counts to the die model, with the section's time (cars_now()), the
+ * requests to @released.  Each marked die's count is taken after its mark
+ * (a full barrier each), so a count posted after the mark was taken
+ * leaves the die marked.  Returns whether anything was posted.
  */
-static void cars_apply_posted(struct cars_data *cd, u64 *now)
+static bool cars_apply_record(struct cars_data *cd, struct cars_releases *r,
+			      u64 *now)
 {
-	struct cars_posted *pd = &cd->posted;
-	unsigned long mask;
+	unsigned long mask, released;
+	bool any = false;
 	u32 w, b;
 
 	lockdep_assert_held(&cd->lock);
 
-	for (w = 0; w < ARRAY_SIZE(pd->dies); w++) {
-		if (!READ_ONCE(pd->dies[w]))
+	for (w = 0; w < ARRAY_SIZE(r->dies); w++) {
+		if (!READ_ONCE(r->dies[w]))
 			continue;
-		mask = xchg(&pd->dies[w], 0);
+		mask = xchg(&r->dies[w], 0);
 		for_each_set_bit(b, &mask, BITS_PER_LONG) {
 			u32 die = w * BITS_PER_LONG + b;
 
 			cars_completed_on(&cd->s, die,
-					  atomic_xchg(&pd->done[die], 0),
+					  atomic_xchg(&r->done[die], 0),
 					  cars_now(now));
+			any = true;
 		}
 	}
+	released = atomic_long_read(&r->released);
+	if (released != r->applied) {
+		cd->released += released - r->applied;
+		r->applied = released;
+		any = true;
+	}
+	return any;
+}
+
+/*
+ * Apply this CPU's record ("Completions"): the first thing every section
+ * under cd->lock that decides does.  Any CPU's record would be correct:
+ * this one's is the one likely in this CPU's cache.
+ */
+static void cars_apply_posted(struct cars_data *cd, u64 *now)
+{
+	cars_apply_record(cd, raw_cpu_ptr(cd->rel), now);
+}
+
+/* Apply every CPU's record; returns whether anything was posted. */
+static bool cars_apply_all(struct cars_data *cd, u64 *now)
+{
+	bool any = false;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		any |= cars_apply_record(cd, per_cpu_ptr(cd->rel, cpu), now);
+	return any;
+}
+
+/*
+ * A decision that a release could change is about to go against a
+ * request: apply every CPU's record first, once a section (*@all).
+ * Returns whether it applied them now, i.e. whether to decide again.
+ */
+static bool cars_refresh(struct cars_data *cd, u64 *now, bool *all)
+{
+	if (*all)
+		return false;
+	*all = true;
+	cars_apply_all(cd, now);
+	return true;
+}
+
+/*
+ * The first head goes, placed at @pl by cars_pick_first(): its first die
+ * is idle, and so it is with every release applied.  Its other dies must
+ * be idle too, or a release not applied would start its reservation on
+ * one of them late (cars_place_idle()): then every CPU's are applied
+ * first.  Placement does not depend on the releases: @pl stands.
+ */
+static void cars_settle(struct cars_data *cd, const struct cars_place *pl,
+			u64 *now, bool *all)
+{
+	if (pl->ndies > 1 && !*all && !cars_place_idle(&cd->s, pl, *now))
+		cars_refresh(cd, now, all);
 }
 
 /*
@@ -480,7 +589,7 @@ static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
 
 	/* releases posted for the old geometry go to it, not the new one */
 	if (geometry)
-		cars_apply_posted(cd, &now);
+		cars_apply_all(cd, &now);
 	cd->s.p = cars_params_of(cd);
 	if (geometry)
 		cars_reset_geometry(&cd->s, cd->map_mem, CARS_MAP_CHUNKS);
@@ -490,18 +599,18 @@ static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
 
 /*
  * Dispatch holds queued requests back: set CARS_HELD for the next release
- * posted or the hrtimer to take.  Returns whether a release was posted
- * since @released was read, whose poster may have tested the flag before
- * it was set: the caller then applies the postings and decides again.
+ * posted or the hrtimer to take, then apply every CPU's record.  Returns
+ * whether one held a release, whose poster may have tested the flag
+ * before it was set: the caller then decides again.
  */
-static bool cars_hold(struct cars_data *cd, s64 released)
+static bool cars_hold(struct cars_data *cd, u64 *now)
 {
 	lockdep_assert_held(&cd->lock);
 
 	set_bit(CARS_HELD, &cd->posted.flags);
-	/* pairs with cars_post_release(): the flag set before the read */
+	/* pairs with cars_post_release(): the flag set before the reads */
 	smp_mb__after_atomic();
-	return atomic64_read(&cd->posted.released) != released;
+	return cars_apply_all(cd, now);
 }
 
 /*
@@ -556,7 +665,7 @@ static bool cars_will_wait(struct cars_data *cd)
 {
 	lockdep_assert_held(&cd->lock);
 
-	return cd->queued + cars_inflight(cd) >= cars_cur_depth(cd) ||
+	return cd->queued + cars_held_slots(cd) >= cars_cur_depth(cd) ||
 	       test_bit(CARS_HELD, &cd->posted.flags);
 }
 
@@ -697,7 +806,7 @@ static __always_inline void cars_send(struct cars_data *cd,
 				      struct cars_flow *f, struct request *rq,
 				      const struct cars_choice *c,
 				      const struct cars_place *pl, bool hit,
-				      s64 released, u64 now)
+				      u64 now)
 {
 	lockdep_assert_held(&cd->lock);
 
@@ -709,7 +818,7 @@ static __always_inline void cars_send(struct cars_data *cd,
 	f->dispatched++;
 	this_cpu_inc(cd->counts->dispatched);
 	trace_cars_dispatch(rq, f->pid, pl->die, pl->ndies, pl->op, c->forced,
-			    c->cmt_miss, cd->placed - released);
+			    c->cmt_miss, cars_held_slots(cd));
 }
 
 /*
@@ -717,14 +826,14 @@ static __always_inline void cars_send(struct cars_data *cd,
  * dispatch batch (NULL: none, or any may follow); the pick of a request
  * of another ends the batch, so that the requests reach the device in the
  * order their dies were predicted in (elevator/iosched-batch.h).
- * @released: cd->posted.released, read before the postings were applied.
- * @now: the section's time (cars_now()).  Sets *@again when it held
- * requests back as a release was posted: the caller applies it and
- * decides again (cars_hold()).
+ * @now: the section's time (cars_now()); *@all: every CPU's releases
+ * were applied in the section (cars_refresh()).  Sets *@again when it
+ * held requests back as a release was posted: the caller decides again
+ * (cars_hold()).
  */
 static struct request *__cars_dispatch_request(struct cars_data *cd,
 					       const struct blk_mq_hw_ctx *batch,
-					       s64 released, u64 *now,
+					       u64 *now, bool *all,
 					       bool *again)
 {
 	struct cars_choice c;
@@ -732,8 +841,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	struct cars_flow *f;
 	struct request *rq;
 	u32 depth;
-	u64 inflight;
-	bool hit;
+	bool hit, first;
 
 	lockdep_assert_held(&cd->lock);
 
@@ -747,9 +855,10 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	if (list_empty(&cd->rr))
 		return NULL;
 	depth = cars_cur_depth(cd);
-	inflight = cd->placed - released;
-	if (inflight >= depth) {
-		*again = cars_hold(cd, released);
+	if (cars_held_slots(cd) >= depth)
+		cars_refresh(cd, now, all);
+	if (cars_held_slots(cd) >= depth) {
+		*again = cars_hold(cd, now);
 		if (!*again)
 			this_cpu_inc(cd->counts->held_depth);
 		return NULL;
@@ -758,9 +867,14 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	f = list_first_entry(&cd->rr, struct cars_flow, rr_node);
 	cars_head(cd, 0, f, list_first_entry(&f->fifo, struct request,
 					     queuelist));
-	if (cars_pick_first(&cd->s, &cd->heads[0], cars_now(now), &pl,
-			    &hit)) {
+	first = cars_pick_first(&cd->s, &cd->heads[0], cars_now(now), &pl,
+				&hit);
+	if (!first && cars_refresh(cd, now, all))
+		first = cars_pick_first(&cd->s, &cd->heads[0], *now, &pl,
+					&hit);
+	if (first) {
 		c = (struct cars_choice){ .idx = 0, .first_skip = CARS_NONE };
+		cars_settle(cd, &pl, now, all);
 	} else {
 		/*
 		 * The full pick weighs each head's wait: by the clock, as a
@@ -770,7 +884,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 		 */
 		*now = ktime_get_ns();
 		c = cars_pick(&cd->s, cd->heads, cars_heads(cd), *now,
-			      cd->queued <= depth - inflight);
+			      cd->queued <= depth - cars_held_slots(cd));
 		if (c.idx != CARS_NONE)
 			pl = cars_place(&cd->s, cd->heads[c.idx].sector,
 					cd->heads[c.idx].nr_sectors,
@@ -791,7 +905,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 				c.skipped[CARS_SKIP_THROTTLE],
 				c.idx != CARS_NONE);
 	if (c.idx == CARS_NONE) {
-		*again = cars_hold(cd, released);
+		*again = cars_hold(cd, now);
 		if (!*again) {
 			this_cpu_inc(cd->counts->held_conflict);
 			cars_arm_timer(cd, c.wake_at);
@@ -804,7 +918,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 	/* the flow served goes to the tail: round-robin */
 	if (f->queued)
 		list_move_tail(&f->rr_node, &cd->rr);
-	cars_send(cd, f, rq, &c, &pl, hit, released, *now);
+	cars_send(cd, f, rq, &c, &pl, hit, *now);
 	return rq;
 }
 
@@ -817,13 +931,14 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
  * list, which a request sent at once only passes through: the same
  * placement, counters and events.  Else it is inserted as
  * cars_insert_request() inserts it (@free as there) for the caller's
- * decision.  @released and @now as __cars_dispatch_request()'s, after the
- * postings were applied.  Returns @rq if it went.
+ * decision, which applies every CPU's releases where they would refuse
+ * it.  @now and @all as __cars_dispatch_request()'s.  Returns @rq if it
+ * went.
  */
 static struct request *cars_dispatch_lone(struct cars_data *cd,
 					  struct request *rq,
 					  const struct blk_mq_hw_ctx *batch,
-					  s64 released, u64 *now,
+					  u64 *now, bool *all,
 					  struct list_head *free)
 {
 	struct cars_choice c = { .idx = 0, .first_skip = CARS_NONE };
@@ -835,15 +950,16 @@ static struct request *cars_dispatch_lone(struct cars_data *cd,
 	lockdep_assert_held(&cd->lock);
 
 	if (!compat_rq_elv_finish(rq) || cars_rq_get(rq) ||
-	    cd->placed - released >= cars_cur_depth(cd) ||
+	    cars_held_slots(cd) >= cars_cur_depth(cd) ||
 	    iosched_batch_ends(batch, rq))
 		goto insert;
 	f = cars_rq_flow(cd, rq);
 	cars_head_of(&h, f, rq);
 	if (!cars_pick_first(&cd->s, &h, cars_now(now), &pl, &hit))
 		goto insert;
+	cars_settle(cd, &pl, now, all);
 	cars_rq_put(rq, CARS_RQ_OWNED);
-	cars_send(cd, f, rq, &c, &pl, hit, released, *now);
+	cars_send(cd, f, rq, &c, &pl, hit, *now);
 	return rq;
 insert:
 	cars_insert_request(cd, rq, free);
@@ -855,29 +971,24 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct cars_data *cd = hctx->queue->elevator->elevator_data;
 	const struct blk_mq_hw_ctx *batch;
 	struct request *rq;
-	bool again;
-	s64 released;
+	bool again, all = false;
 	u64 now = 0;
 	LIST_HEAD(free);
 
 	spin_lock(&cd->lock);
 	batch = iosched_batch(cd->batch, hctx);
+	cars_apply_posted(cd, &now);
 	rq = iosched_inbox_take(&cd->inbox);
 	if (rq && !rq->rq_next && !cd->queued) {
 		/* one request and nothing queued: decided as it is taken */
-		released = atomic64_read(&cd->posted.released);
-		cars_apply_posted(cd, &now);
-		rq = cars_dispatch_lone(cd, rq, batch, released, &now, &free);
+		rq = cars_dispatch_lone(cd, rq, batch, &now, &all, &free);
 	} else {
 		cars_insert_list(cd, rq, &free);
 		rq = NULL;
 	}
 	while (!rq) {
 		again = false;
-		released = atomic64_read(&cd->posted.released);
-		cars_apply_posted(cd, &now);
-		rq = __cars_dispatch_request(cd, batch, released, &now,
-					     &again);
+		rq = __cars_dispatch_request(cd, batch, &now, &all, &again);
 		if (!again)
 			break;
 	}
@@ -927,8 +1038,10 @@ static void cars_finish_request(struct request *rq)
 
 		atomic64_inc(&f->completed);
 		cars_post_release(cd, word);
-		trace_cars_complete(rq, f->pid, pl.die, pl.ndies,
-				    cars_inflight(cd));
+		/* the in-flight count sums every CPU's: only when traced */
+		if (trace_cars_complete_enabled())
+			trace_cars_complete(rq, f->pid, pl.die, pl.ndies,
+					    cars_inflight(cd));
 		cars_kick(cd, cars_take_held(cd));
 	}
 	rq->elv.priv[0] = NULL;
@@ -963,8 +1076,9 @@ static void cars_requeue_request(struct request *rq)
 		atomic64_inc(&cd->posted.requeue_released);
 		cars_post_release(cd, word);
 	}
-	trace_cars_requeue(rq, cars_rq_flow(cd, rq)->pid, kept,
-			   cars_inflight(cd));
+	if (trace_cars_requeue_enabled())
+		trace_cars_requeue(rq, cars_rq_flow(cd, rq)->pid, kept,
+				   cars_inflight(cd));
 	if (!kept)
 		cars_kick(cd, cars_take_held(cd));
 }
@@ -1057,7 +1171,9 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 				    q->node);
 	cd->batch = iosched_batch_alloc();
 	cd->counts = alloc_percpu(struct cars_counts);
-	if (!cd->map_mem || !cd->cmt_mem || !cd->batch || !cd->counts)
+	cd->rel = alloc_percpu(struct cars_releases);
+	if (!cd->map_mem || !cd->cmt_mem || !cd->batch || !cd->counts ||
+	    !cd->rel)
 		goto fail;
 
 	cd->q = q;
@@ -1091,6 +1207,7 @@ fail:
 	if (cd) {
 		iosched_batch_free(cd->batch);
 		free_percpu(cd->counts);
+		free_percpu(cd->rel);
 		kvfree(cd->map_mem);
 		kvfree(cd->cmt_mem);
 		kfree(cd);
@@ -1112,6 +1229,7 @@ static void cars_exit_sched(struct elevator_queue *e)
 		  iosched_inbox_empty(&cd->inbox) ? "empty" : "not empty");
 	iosched_batch_free(cd->batch);
 	free_percpu(cd->counts);
+	free_percpu(cd->rel);
 	kvfree(cd->map_mem);
 	kvfree(cd->cmt_mem);
 	kfree(cd);
@@ -1306,7 +1424,7 @@ static int cars_dbg_dies_show(void *data, struct seq_file *m)
 	u32 i;
 
 	spin_lock(&cd->lock);
-	cars_apply_posted(cd, &now);
+	cars_apply_all(cd, &now);
 	cars_now(&now);
 	for (i = 0; i < cd->s.p.nr_dies; i++) {
 		const struct cars_die *d = &cd->die[i];
@@ -1346,7 +1464,7 @@ static int cars_dbg_counters_show(void *data, struct seq_file *m)
 	st = cd->s.st;
 	wp = cd->s.wp;
 	spin_unlock(&cd->lock);
-	completed = atomic64_read(&pd->released) -
+	completed = cars_released_posted(cd) -
 		    atomic64_read(&pd->requeue_released);
 	seq_printf(m, "dispatched %llu\ncompleted %llu\nrequeued %llu\nmerged %llu\nbypassed %llu\nheld_depth %llu\nheld_conflict %llu\nbatch_ended %llu\n",
 		   c.dispatched, completed, (u64)atomic64_read(&pd->requeued),

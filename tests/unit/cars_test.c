@@ -842,12 +842,97 @@ TEST(completions_counted_per_die_match_one_by_one)
 	done(&b);
 }
 
+/*
+ * The glue applies another CPU's releases only before a decision that
+ * they could change (cars-iosched.c, "Completions"): when the first
+ * head's die looks busy, the depth full, before a hold, or before
+ * reserving a request of several dies one of which looks busy.  That
+ * rests on this: a state missing some releases lets the first head go
+ * only if the state with them does, with the same placement, and where
+ * all its dies look idle, with the same reservation.  Scheduler a applies
+ * what was posted only in those cases (then decides again), b applies
+ * every completion at once.
+ */
+TEST(releases_applied_late_decide_as_applied_at_once)
+{
+	enum { DIES = 6, STEPS = 40000, MAXQ = 64 };
+	struct fixture a, b;
+	struct cars_params p = params(DIES);
+	struct cars_place q[MAXQ];
+	u32 nq = 0, posted[DIES], step, i, d, late = 0, refreshed = 0;
+	u64 now = 1000000;
+
+	p.throttle_size = 0;
+	setup(&a, &p, 64, 0);
+	setup(&b, &p, 64, 0);
+	rng_state = 29;
+	memset(posted, 0, sizeof(posted));
+	for (step = 0; step < STEPS; step++) {
+		now += rng() % 100000;
+		if (rng() % 2 && nq < MAXQ) {
+			enum cars_op op = rng() % 3 == 0 ? CARS_OP_WRITE :
+					  CARS_OP_READ;
+			u32 pages = 1 + (rng() % 4 == 0 ? rng() % 9 : 0);
+			struct cars_head h = {
+				.flow = 1 + rng() % 3,
+				.sector = (u64)(rng() % 4096) * 8,
+				.nr_sectors = pages * 8, .op = op,
+				.arrival = now,
+			};
+			struct cars_place pa, pb;
+			bool fa, fb, ha, hb, pending = false;
+
+			for (d = 0; d < DIES; d++)
+				pending |= posted[d] != 0;
+			fa = cars_pick_first(&a.s, &h, now, &pa, &ha);
+			fb = cars_pick_first(&b.s, &h, now, &pb, &hb);
+			if (pending &&
+			    (!fa || !cars_place_idle(&a.s, &pa, now))) {
+				/* the glue applies every release */
+				for (d = 0; d < DIES; d++) {
+					cars_completed_on(&a.s, d, posted[d], now);
+					posted[d] = 0;
+				}
+				fa = cars_pick_first(&a.s, &h, now, &pa, &ha);
+				refreshed++;
+			} else if (fa && pending) {
+				late++;
+			}
+			CHECK_EQ(fa, fb);
+			if (!fa)
+				continue;
+			CHECK_EQ(cars_rq_word(&pa), cars_rq_word(&pb));
+			CHECK_EQ(ha, hb);
+			cars_reserve(&a.s, h.flow, h.sector, &pa, ha, now);
+			cars_reserve(&b.s, h.flow, h.sector, &pb, hb, now);
+			for (i = 0; i < pa.ndies; i++) {
+				d = cars_place_die(&pa, i, DIES);
+				CHECK_EQ(a.die[d].busy_until, b.die[d].busy_until);
+				CHECK_EQ(a.die[d].nreq, b.die[d].nreq + posted[d]);
+			}
+			q[nq++] = pa;
+		} else if (nq) {
+			/* a completion: at once in b, posted for a */
+			i = rng() % nq;
+			cars_completed(&b.s, &q[i], now);
+			for (d = 0; d < q[i].ndies; d++)
+				posted[cars_place_die(&q[i], d, DIES)]++;
+			q[i] = q[--nq];
+		}
+	}
+	/* both paths were taken, many times */
+	CHECK(late > 1000 && refreshed > 1000);
+	done(&a);
+	done(&b);
+}
+
 UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(map_records_writes_and_gives_up_old_chunks),
 	  UNIT(placement_of_reads_and_writes),
 	  UNIT(placement_arithmetic_matches_plain_division),
 	  UNIT(dies_queue_operations_and_idle_on_completion),
 	  UNIT(completions_counted_per_die_match_one_by_one),
+	  UNIT(releases_applied_late_decide_as_applied_at_once),
 	  UNIT(rq_word_round_trips),
 	  UNIT(pick_skips_busy_dies_in_round_robin_order),
 	  UNIT(pick_looks_past_a_flows_oldest),
