@@ -453,14 +453,17 @@ UPSTREAM_ELEVATORS: dict[str, tuple[str, str]] = {
 #: (one per hardware queue and CPU) and khd->lock (one per hardware
 #: queue), kyber's latency histograms (per CPU) and kcq bitmap (per
 #: hardware queue); the io_context reference that FlashFQ's and CARS's
-#: prepare_request take (elevator/iosched-icq.h: one per task).
+#: prepare_request take (elevator/iosched-icq.h: one per task); CARS's
+#: release records (per CPU: cars-host/cars-iosched.c, "Completions"; a
+#: dispatch applies its own CPU's, another CPU's only when a release could
+#: change its decision).
 SCOPE_EXCEPTIONS: list[tuple[str, str]] = [
     (r"ioc_|bfq_bic_lookup", "task"),
     (r"kyber_(insert_requests|bio_merge)|flush_busy_kcq", "cpu"),
     (r"kyber_", "hctx")]
 ATOMIC_SCOPE_EXCEPTIONS: list[tuple[str, str]] = [
     (r"(ffq|cars)_prepare_request", "task"),
-    (r"kyber_(completed_request|timer_fn)", "cpu"),
+    (r"kyber_(completed_request|timer_fn)|cars_(post_release|apply_record)", "cpu"),
     (r"kyber_", "hctx")]
 
 

@@ -272,6 +272,8 @@ def test_a_lock_is_the_elevators_when_its_code_takes_it() -> None:
     assert tbprof.scope_of(["bfq_limit_depth[bfq]", "ioc_find_get_icq"], "bfq", None) == "task"
     assert tbprof.scope_of(["kyber_completed_request[kyber_iosched]"], "kyber", None,
                            tbprof.ATOMIC_SCOPE_EXCEPTIONS) == "cpu"
+    assert tbprof.scope_of(["cars_post_release[cars_iosched]"], "cars", "cars-iosched",
+                           tbprof.ATOMIC_SCOPE_EXCEPTIONS) == "cpu"
 
 
 def _locks_delta() -> tbprof.Snapshot:
