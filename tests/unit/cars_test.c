@@ -762,6 +762,22 @@ TEST(model_prediction_is_exact_and_the_filter_avoids_programs)
 }
 
 /*
+ * One of the @*nq requests placed at @q, at random, completes at @now:
+ * applied at once to @s, its dies counted in @posted for a scheduler that
+ * applies them later (the glue's records: cars_completed_on()).
+ */
+static void complete_one(struct cars_sched *s, struct cars_place *q, u32 *nq,
+			 u32 *posted, u64 now)
+{
+	u32 i = rng() % *nq, d;
+
+	cars_completed(s, &q[i], now);
+	for (d = 0; d < q[i].ndies; d++)
+		posted[cars_place_die(&q[i], d, s->p.nr_dies)]++;
+	q[i] = q[--*nq];
+}
+
+/*
  * The glue counts completions per die without its lock and applies each
  * die's count at the next dispatch (cars_completed_on()); the one-by-one
  * model (cars_completed() at each completion's time) must give the same
@@ -774,7 +790,7 @@ TEST(completions_counted_per_die_match_one_by_one)
 	struct fixture a, b;
 	struct cars_params p = params(DIES);
 	struct cars_place q[MAXQ];
-	u32 nq = 0, posted[DIES], step, i, d;
+	u32 nq = 0, posted[DIES], step, d;
 	u64 now = 1000000;
 	bool pending = false;
 
@@ -826,11 +842,7 @@ TEST(completions_counted_per_die_match_one_by_one)
 			q[nq++] = pa;
 		} else if (nq) {
 			/* a completion: applied at once in a, posted in b */
-			i = rng() % nq;
-			cars_completed(&a.s, &q[i], now);
-			for (d = 0; d < q[i].ndies; d++)
-				posted[cars_place_die(&q[i], d, DIES)]++;
-			q[i] = q[--nq];
+			complete_one(&a.s, q, &nq, posted, now);
 			pending = true;
 		}
 	}
@@ -913,11 +925,7 @@ TEST(releases_applied_late_decide_as_applied_at_once)
 			q[nq++] = pa;
 		} else if (nq) {
 			/* a completion: at once in b, posted for a */
-			i = rng() % nq;
-			cars_completed(&b.s, &q[i], now);
-			for (d = 0; d < q[i].ndies; d++)
-				posted[cars_place_die(&q[i], d, DIES)]++;
-			q[i] = q[--nq];
+			complete_one(&b.s, q, &nq, posted, now);
 		}
 	}
 	/* both paths were taken, many times */
