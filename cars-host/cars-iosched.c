@@ -486,16 +486,12 @@ static void cars_post_release(struct cars_data *cd, u64 word)
 			set_bit(die, r->dies);
 	}
 	atomic_long_inc(&r->released);
-	/*
-	 * The release counted before the CPU's mark is read (pairs with
-	 * cars_apply_all()) and before the caller's test (with cars_hold()).
-	 */
+	/* the release counted, then the CPU marked: pairs with cars_apply_all() */
 	smp_mb__after_atomic();
-	if (!cpumask_test_cpu(cpu, cd->posted.posting)) {
+	if (!cpumask_test_cpu(cpu, cd->posted.posting))
 		cpumask_set_cpu(cpu, cd->posted.posting);
-		/* the CPU marked before the caller's test: pairs with cars_hold() */
-		smp_mb__after_atomic();
-	}
+	/* the CPU marked before the caller's test: pairs with cars_hold() */
+	smp_mb();
 }
 
 /*
