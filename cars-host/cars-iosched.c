@@ -86,10 +86,7 @@
  * only frees a slot and makes a die idle sooner, so a request the stale
  * state lets go, the fresh state lets go too, and with the same
  * reservation (an idle die's starts now either way; tests/unit/cars_test.c
- * releases_applied_late_decide_as_applied_at_once).  A poster marks its
- * CPU in cd->posted.posting (once: the mark stays until applied), so that
- * applying every CPU's record reads those of the CPUs that posted since,
- * not every CPU's.  In the common case
+ * releases_applied_late_decide_as_applied_at_once).  In the common case
  * a completion comes on the CPU that submitted and dispatched it (a
  * hardware queue per CPU) and its record never leaves that CPU's cache.
  * A die is predicted idle from the next dispatch that looks at it rather
@@ -113,7 +110,6 @@
 #include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/percpu.h>
-#include <linux/cpumask.h>
 #include <linux/spinlock.h>
 #include <linux/list.h>
 #include <linux/hrtimer.h>
@@ -205,14 +201,6 @@ struct cars_releases {
 
 /* Shared state of the lock-free paths, seldom written. */
 struct cars_posted {
-	/*
-	 * CPUs whose record may hold releases not applied by another CPU:
-	 * set by a poster after its release (tested first, so that the line
-	 * stays shared while set), cleared by cars_apply_all() before it
-	 * reads the record.  A record is applied by its own CPU without
-	 * clearing it, which leaves a set bit with nothing to apply.
-	 */
-	cpumask_var_t posting;
 	atomic64_t requeued;		/* requeue_request calls counted */
 	atomic64_t requeue_released;	/* ... that released a request */
 	/*
@@ -471,8 +459,7 @@ static u64 cars_held_slots(struct cars_data *cd)
 static void cars_post_release(struct cars_data *cd, u64 word)
 {
 	/* any CPU's record will do: a task moved since posts to the old one */
-	int cpu = raw_smp_processor_id();
-	struct cars_releases *r = per_cpu_ptr(cd->rel, cpu);
+	struct cars_releases *r = raw_cpu_ptr(cd->rel);
 	struct cars_place pl = cars_rq_place(word);
 	u32 nr = READ_ONCE(cd->s.p.nr_dies);
 	u32 i, die;
@@ -486,12 +473,8 @@ static void cars_post_release(struct cars_data *cd, u64 word)
 			set_bit(die, r->dies);
 	}
 	atomic_long_inc(&r->released);
-	/* the release counted, then the CPU marked: pairs with cars_apply_all() */
+	/* the release counted before the caller's test: pairs with cars_hold() */
 	smp_mb__after_atomic();
-	if (!cpumask_test_cpu(cpu, cd->posted.posting))
-		cpumask_set_cpu(cpu, cd->posted.posting);
-	/* the CPU marked before the caller's test: pairs with cars_hold() */
-	smp_mb();
 }
 
 /*
@@ -554,22 +537,14 @@ static void cars_apply_posted(struct cars_data *cd, u64 *now)
 	cars_apply_record(cd, raw_cpu_ptr(cd->rel), now);
 }
 
-/*
- * Apply every CPU's record that may hold releases (cd->posted.posting: a
- * CPU's mark is taken before its record is read, a full barrier between,
- * so that a release posted after the read leaves the CPU marked); returns
- * whether anything was posted.  Reads only the records of the CPUs that
- * posted since, not every CPU's.
- */
+/* Apply every CPU's record; returns whether anything was posted. */
 static bool cars_apply_all(struct cars_data *cd, u64 *now)
 {
 	bool any = false;
 	int cpu;
 
-	for_each_cpu(cpu, cd->posted.posting)
-		if (cpumask_test_and_clear_cpu(cpu, cd->posted.posting))
-			any |= cars_apply_record(cd, per_cpu_ptr(cd->rel, cpu),
-						 now);
+	for_each_possible_cpu(cpu)
+		any |= cars_apply_record(cd, per_cpu_ptr(cd->rel, cpu), now);
 	return any;
 }
 
@@ -1198,8 +1173,7 @@ static int cars_init_sched(struct request_queue *q, compat_init_sched_arg arg)
 	cd->counts = alloc_percpu(struct cars_counts);
 	cd->rel = alloc_percpu(struct cars_releases);
 	if (!cd->map_mem || !cd->cmt_mem || !cd->batch || !cd->counts ||
-	    !cd->rel ||
-	    !zalloc_cpumask_var_node(&cd->posted.posting, GFP_KERNEL, q->node))
+	    !cd->rel)
 		goto fail;
 
 	cd->q = q;
@@ -1234,7 +1208,6 @@ fail:
 		iosched_batch_free(cd->batch);
 		free_percpu(cd->counts);
 		free_percpu(cd->rel);
-		free_cpumask_var(cd->posted.posting);
 		kvfree(cd->map_mem);
 		kvfree(cd->cmt_mem);
 		kfree(cd);
@@ -1257,7 +1230,6 @@ static void cars_exit_sched(struct elevator_queue *e)
 	iosched_batch_free(cd->batch);
 	free_percpu(cd->counts);
 	free_percpu(cd->rel);
-	free_cpumask_var(cd->posted.posting);
 	kvfree(cd->map_mem);
 	kvfree(cd->cmt_mem);
 	kfree(cd);
