@@ -756,23 +756,6 @@ static inline void cars_reserve(struct cars_sched *s, unsigned long flow,
 }
 
 /*
- * cars_dispatched() - cars_place() and cars_reserve() in one: a request
- * of flow @flow leaves for the device at @now.  Returns where it was
- * placed.
- */
-static inline struct cars_place cars_dispatched(struct cars_sched *s,
-						unsigned long flow, u64 sector,
-						u32 nr_sectors, enum cars_op op,
-						u64 now)
-{
-	bool hit;
-	struct cars_place pl = cars_place(s, sector, nr_sectors, op, &hit);
-
-	cars_reserve(s, flow, sector, &pl, hit, now);
-	return pl;
-}
-
-/*
  * cars_completed_on() - @n requests with a reservation on die @die
  * finished (or left the device otherwise) by @now: a die left with no
  * request predicted on it is idle at once, whatever its estimate said.

@@ -59,6 +59,23 @@ static void done(struct fixture *f)
 	free(f->cmt_mem);
 }
 
+/*
+ * A request of flow @flow leaves for the device at @now, placed and
+ * reserved as the glue does (cars_place(), then cars_reserve()).  Returns
+ * where it was placed.
+ */
+static inline struct cars_place cars_dispatched(struct cars_sched *s,
+						unsigned long flow, u64 sector,
+						u32 nr_sectors, enum cars_op op,
+						u64 now)
+{
+	bool hit;
+	struct cars_place pl = cars_place(s, sector, nr_sectors, op, &hit);
+
+	cars_reserve(s, flow, sector, &pl, hit, now);
+	return pl;
+}
+
 TEST(lru_matches_a_naive_model)
 {
 	enum { N = 37, KEYS = 120, OPS = 20000 };
