@@ -537,20 +537,23 @@ class VMPart:
         return vm_group(self.kernel).label + (f" ({self.name})" if self.name else "")
 
 
-def vm_parts(kernels: list[str]) -> list[VMPart]:
-    """The VM tiers of @kernels as parts the two lanes take in this order:
-    the other kernels' tiers whole (about 17-19 min each here), then the
-    first kernel's: the tests every kernel runs (about 18 min), and its
-    own first-kernel tests in parts, the longest first (the first file of
-    FIRST_KERNEL_APART, the files not in it, the others in it), so that
-    the last, the shortest, fill the lane that frees first.  Each
-    part boots its own VM (20-60 s)."""
-    if not kernels:
-        return []
-    first, rest = kernels[0], kernels[1:]
+def vm_parts(run: list[str], kernels: list[str]) -> list[VMPart]:
+    """The VM tiers of @run, some of the test kernels @kernels (in the
+    plan's order: the first is kernels[0], whatever --kernel chose), as
+    parts the two lanes take in this order: the other kernels' tiers
+    whole (about 17-19 min each here), then the first kernel's: the tests
+    every kernel runs (about 18 min), and its own first-kernel tests in
+    parts, the longest first (the first file of FIRST_KERNEL_APART, the
+    files not in it, the others in it), so that the last, the shortest,
+    fill the lane that frees first.  Each part boots its own VM (20-60
+    s)."""
+    first = kernels[0] if kernels else None
+    whole = [VMPart(k, "", vm_marks(k, kernels)) for k in run if k != first]
+    if first not in run:
+        return whole
     apart = [VMPart(first, "first kernel's: " + Path(f).name, FIRST_KERNEL_ONLY, (f,))
              for f in FIRST_KERNEL_APART]
-    return [VMPart(k, "", vm_marks(k, kernels)) for k in rest] + [
+    return whole + [
         VMPart(first, "every kernel's", EVERY_KERNEL), apart[0],
         VMPart(first, "first kernel's: the others", FIRST_KERNEL_ONLY,
                ignore=FIRST_KERNEL_APART),
@@ -629,7 +632,8 @@ class VMLanes:
     those left once its own tiers are done.  A kernel's modules are built
     once, by the first lane to take one of its parts.  Each part's lines
     are held back in its own Tally, merged in kernel order at the end."""
-    kernels: list[str]
+    kernels: list[str]          # those to run
+    plan_kernels: list[str]     # the test kernels, in the plan's order
     kexpr: str | None
     skips: list[AllowedSkip]
     todo: list[VMPart] = field(default_factory=list)
@@ -641,7 +645,7 @@ class VMLanes:
     thread: threading.Thread | None = None
 
     def __post_init__(self) -> None:
-        self.todo = vm_parts(self.kernels)
+        self.todo = vm_parts(self.kernels, self.plan_kernels)
         self.building = {k: threading.Lock() for k in self.kernels}
 
     def work(self, lane: str) -> None:
@@ -756,7 +760,7 @@ def main() -> int:
             build_debug_kernel(t, times)
         print("== vm: beside the other tiers (which then take the kernels left); "
               "its report follows theirs", flush=True)
-        beside = VMLanes(kernels, a.kexpr, skips)
+        beside = VMLanes(kernels, found or kernels, a.kexpr, skips)
         beside.start()
     if "static" in tiers and kernels:
         static_tier(t, kernels, skips)

@@ -169,7 +169,7 @@ def test_the_vm_parts_run_each_kernels_plan_once() -> None:
     kernels, _ = runner.test_kernels()
     if len(kernels) < 2:
         pytest.fail("needs two test kernels installed (scripts/setup)")
-    parts = runner.vm_parts(kernels)
+    parts = runner.vm_parts(kernels, kernels)
     n = 2 + len(runner.FIRST_KERNEL_APART)
     assert [p.kernel for p in parts] == kernels[1:] + [kernels[0]] * n
     assert all(p.name == "" for p in parts[:-n]) and len({p.label for p in parts}) == len(parts)
@@ -183,6 +183,20 @@ def test_the_vm_parts_run_each_kernels_plan_once() -> None:
     assert sorted(got) == sorted(plan[runner.vm_group(kernels[0]).key])
     for f in runner.FIRST_KERNEL_APART:
         assert any(i.startswith(f + "::") for i in got), f
+
+
+def test_a_kernel_chosen_alone_runs_its_own_plan() -> None:
+    """tests/run --kernel K: a kernel that is not the plan's first runs
+    its tier whole, without the first kernel's own tests (which its plan
+    group does not hold); the first runs its parts as in a full run."""
+    kernels = ["6.1-x", "6.12-x", "7.3-x"]
+    parts = runner.vm_parts(["7.3-x"], kernels)
+    assert [(p.kernel, p.name, p.marks) for p in parts] == [
+        ("7.3-x", "", runner.EVERY_KERNEL)]
+    alone = runner.vm_parts(["6.1-x"], kernels)
+    assert alone == runner.vm_parts(kernels, kernels)[-len(alone):]
+    assert {p.kernel for p in alone} == {"6.1-x"}
+    assert {p.marks for p in alone} == {runner.EVERY_KERNEL, runner.FIRST_KERNEL_ONLY}
 
 
 def test_a_part_under_k_may_collect_nothing(tmp_path: Path,
