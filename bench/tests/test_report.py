@@ -248,6 +248,31 @@ def test_overhead_goal_on_an_icount_clock_is_judged_on_the_medians(
     assert "on the medians' ratio" in rep.body and "the better X run" in rep.body
 
 
+def test_overhead_two_jobs_on_the_host_clock_have_the_goals_of_many_cpus(
+        tmp_path: Path) -> None:
+    """With 2 jobs on the host's clock K2 (and FlashFQ and CARS) must reach
+    0.95 of fifo-ref and beat mq-deadline; on the instruction-counting
+    clock's one vCPU the 1-job goals stand (K2 has none there)."""
+    folder = copy("overhead", tmp_path)
+    m = json.loads((folder / "manifest.json").read_text())
+    for r in m["runs"]:
+        r["labels"]["jobs"] = 2
+    (folder / "manifest.json").write_text(json.dumps(m))
+    res = results.load(folder)
+    data = overhead.block_ratios(res)[2]
+    s = overhead.SUITE.report(res, tmp_path).summary["overhead"]["2"]
+    vs_fifo = statistics.median(overhead.relative(data["k2"], data["fifo-ref"]))
+    vs_dl = statistics.median(overhead.relative(data["k2"], data["mq-deadline"]))
+    assert s["k2_vs_fifo-ref"]["goal_met"] == (vs_fifo >= 0.95)
+    assert s["k2_vs_mq-deadline"]["goal_met"] == (vs_dl > 1.0)
+    text = report.write(folder).read_text()
+    line = [ln for ln in text.splitlines() if ln.startswith("- K2 / fifo-ref: ")][0]
+    assert f"goal ≥ 0.95: **{'met' if vs_fifo >= 0.95 else 'not met'}**" in line
+    for nj, icount in ((1, False), (2, True)):
+        assert overhead.compare_for(nj, icount) is overhead.COMPARE
+    assert all(g is None for _, g, _ in overhead.COMPARE["k2"])
+
+
 def test_overhead_blocks_on_an_icount_clock_take_the_better_run(tmp_path: Path) -> None:
     """On an instruction-counting clock a run only loses I/Os per
     instruction (to other work of the guest's): a block's sides are its
