@@ -208,7 +208,7 @@ def test_overhead_report(tmp_path: Path) -> None:
     for x, blocks in data[1].items():
         assert len(blocks) == 2
         for b in blocks:
-            assert b["ratio"] == pytest.approx(b["iops"] / b["none_iops"])
+            assert b["ratio"] == pytest.approx(b["iops"] / b["ref_iops"])
     k2r = statistics.median(b["ratio"] for b in data[1]["k2"])
     assert f"| k2 | {k2r:.3f} (" in text
     assert "- K2 / fifo-ref: " in text and "- K2 / mq-deadline: " in text
@@ -273,6 +273,37 @@ def test_overhead_two_jobs_on_the_host_clock_have_the_goals_of_many_cpus(
     assert all(g is None for _, g, _ in overhead.COMPARE["k2"])
 
 
+def test_overhead_with_a_reference_judges_its_ratio_within_the_blocks(
+        tmp_path: Path) -> None:
+    """With --reference fifo-ref (the fixture's none runs relabelled as
+    fifo-ref's, its fifo-ref blocks left out) X / fifo-ref is the median of
+    X's blocks' own ratios; X / mq-deadline pairs repetitions as before."""
+    folder = copy("overhead", tmp_path)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["runs"] = [r for r in m["runs"] if r["labels"]["pair"] != "fifo-ref"]
+    for r in m["runs"]:
+        if r["labels"]["sched"] == "none":
+            r["labels"]["sched"] = r["scheduler"] = "fifo-ref"
+    m["params"]["reference"] = "fifo-ref"
+    (folder / "manifest.json").write_text(json.dumps(m))
+    res = results.load(folder)
+    data = overhead.block_ratios(res)[1]
+    assert set(data) == {"k2", "mq-deadline"}
+    text = report.write(folder).read_text()
+    k2 = statistics.median(b["ratio"] for b in data["k2"])
+    vs_dl = statistics.median(overhead.relative(data["k2"], data["mq-deadline"]))
+    line = [ln for ln in text.splitlines() if ln.startswith("- K2 / fifo-ref: ")][0]
+    assert f"{k2:.3f} (" in line and "within each block" in line
+    line = [ln for ln in text.splitlines() if ln.startswith("- K2 / mq-deadline: ")][0]
+    assert f"{vs_dl:.3f} (" in line
+    assert "IOPS ratio to fifo-ref" in text and "fifo-ref/X/X/fifo-ref block" in text
+    s = json.loads((folder / "summary.json").read_text())["overhead"]["1"]
+    assert s["k2_vs_fifo-ref"]["median"] == pytest.approx(k2)
+    assert s["k2"]["reference"] == "fifo-ref"
+    assert "![overhead by block](plots/overhead-blocks.png)" in text
+    assert is_png(folder / "plots" / "overhead-blocks.png")
+
+
 def test_overhead_blocks_on_an_icount_clock_take_the_better_run(tmp_path: Path) -> None:
     """On an instruction-counting clock a run only loses I/Os per
     instruction (to other work of the guest's): a block's sides are its
@@ -284,7 +315,7 @@ def test_overhead_blocks_on_an_icount_clock_take_the_better_run(tmp_path: Path) 
                 and int(r.rec["rep"]) == min(int(q.rec["rep"]) for q in res.runs)]
         xs = [overhead.run_iops(r) for r in runs if r.labels["sched"] == "k2"]
         ns = [overhead.run_iops(r) for r in runs if r.labels["sched"] == "none"]
-        assert b["iops"] == pytest.approx(pick(xs)) and b["none_iops"] == pytest.approx(pick(ns))
+        assert b["iops"] == pytest.approx(pick(xs)) and b["ref_iops"] == pytest.approx(pick(ns))
         assert b["ratio"] == pytest.approx(pick(xs) / pick(ns))
 
 

@@ -285,6 +285,26 @@ def test_overhead_plan_is_none_x_x_none_blocks() -> None:
     assert "[j0]" in two.jobfile and "[j1]" in two.jobfile
 
 
+def test_overhead_reference_takes_none_s_place_in_every_block() -> None:
+    """--reference fifo-ref: blocks fifo-ref/X/X/fifo-ref, fifo-ref not
+    measured as an X, the reference in the plan's parameters; an
+    elevator the device does not have is refused."""
+    t = FakeTarget(nr_requests=256)
+    ctx = context(t, ["run", "overhead", "--short", "--jobs", "2",
+                      "--schedulers", "fifo-ref,k2", "--reference", "fifo-ref"])
+    ctx.sched_info = {"fifo-ref": {"nr_requests": 256}, "k2": {"nr_requests": 256}}
+    plan = get("overhead").plan(ctx)
+    blocks = plan.phases[0].blocks
+    assert [[c.scheduler for c in b] for b in blocks] == [["fifo-ref", "k2", "k2", "fifo-ref"]]
+    assert [c.label("sched") for c in blocks[0]] == ["fifo-ref", "k2", "k2", "fifo-ref"]
+    assert blocks[0][0].tunables == () and plan.params["reference"] == "fifo-ref"
+    bad = context(t, ["run", "overhead", "--short", "--schedulers", "k2",
+                      "--reference", "fifo-ref"])
+    bad.sched_info = {"k2": {"nr_requests": 256}}
+    with pytest.raises(ValueError, match="--reference fifo-ref"):
+        get("overhead").plan(bad)
+
+
 def test_overhead_k2_adaptive_block_is_real_time() -> None:
     """--k2-target-us adds a k2-adaptive block: k2 with the bound and the
     target, and every job of its block real-time, none's runs too; the
