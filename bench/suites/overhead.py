@@ -205,7 +205,7 @@ class Overhead(Suite):
                        help="numbers of fio jobs, each pinned to a CPU (default 1,2)")
         p.add_argument("--iodepth", type=int, default=32, help="per job (default 32)")
         p.add_argument("--schedulers", type=csv(str, SCHEDS), default=SCHEDS,
-                       help=f"compared with none (default {','.join(SCHEDS)})")
+                       help=f"each compared with --reference's elevator (default {','.join(SCHEDS)})")
         p.add_argument("--reference", default="none",
                        help="the elevator of each block's outer runs (default none); "
                             "fifo-ref measures each scheduler's ratio to fifo-ref within "
@@ -307,7 +307,7 @@ class Overhead(Suite):
                 raise ValueError("--k2-target-us must be positive")
             measured.append((ADAPTIVE, "k2"))
             notes.append(f"{ADAPTIVE}: k2 with target_latency_us={a.k2_target_us}; every job "
-                         "of its blocks (none's runs too) real-time, prioclass 1")
+                         f"of its blocks ({ref}'s runs too) real-time, prioclass 1")
         blocks = []
         for nj in a.jobs:
             g = jobs.common(ctx.device.path, runtime, ramp, a.ioengine)
@@ -380,15 +380,15 @@ class Overhead(Suite):
                 bl = data[nj][x]
                 ratio = summarize(b["ratio"] for b in bl)
                 iops = summarize(b["iops"] for b in bl)
-                none = summarize(b["ref_iops"] for b in bl)
+                refi = summarize(b["ref_iops"] for b in bl)
                 cpu = summarize(b["cpu_us"] for b in bl)
                 ncpu = summarize(b["ref_cpu_us"] for b in bl)
                 rows.append([x, ratio.fmt_median(1, 3), iops.fmt_median(1, 0),
-                             none.fmt_median(1, 0), f"{cpu.median:.2f} / {ncpu.median:.2f}",
+                             refi.fmt_median(1, 0), f"{cpu.median:.2f} / {ncpu.median:.2f}",
                              ratio.n])
                 summary.setdefault(str(nj), {})[x] = {
                     "ratio_median": ratio.median, "ratio_min": ratio.lo, "ratio_max": ratio.hi,
-                    "iops_median": iops.median, "ref_iops_median": none.median,
+                    "iops_median": iops.median, "ref_iops_median": refi.median,
                     "reference": ref0,
                     "blocks": ratio.n}
             out.append(f"\n### {nj} job(s)\n\n" + table(
