@@ -77,7 +77,7 @@ from bench.probe import CARS_MAX_DEPTH, CARS_MAX_DIES
 from bench.device import DeviceError
 from bench.markdown import table
 from bench.plot import figure, grouped_bars, save
-from bench.results import Results, Run, summarize
+from bench.results import Results, Run, Summary, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
                           assignments, icount_note, ordered)
@@ -376,9 +376,10 @@ class Overhead(Suite):
         head: list[str] = []
         for nj in sorted(data):
             rows = []
+            ratios: dict[str, Summary] = {}     # scheduler -> its blocks' ratios
             for x in ordered(data[nj], ORDER):
                 bl = data[nj][x]
-                ratio = summarize(b["ratio"] for b in bl)
+                ratio = ratios[x] = summarize(b["ratio"] for b in bl)
                 iops = summarize(b["iops"] for b in bl)
                 refi = summarize(b["ref_iops"] for b in bl)
                 cpu = summarize(b["cpu_us"] for b in bl)
@@ -403,14 +404,12 @@ class Overhead(Suite):
                     if not (data[nj].get(x) and (ref == ref0 or data[nj].get(ref))):
                         continue
                     # against the blocks' reference: the blocks' own ratios
-                    rel = summarize(b["ratio"] for b in data[nj][x]) if ref == ref0 else \
+                    rel = ratios[x] if ref == ref0 else \
                         summarize(relative(data[nj][x], data[nj][ref]))
                     # the medians' ratio: what one run in a few that loses
                     # some IOPS (periodic work of the guest's) does not move, where
                     # it moves the ratio of its own repetition
-                    by_med = summarize(b["ratio"] for b in data[nj][x]).median / (
-                        1.0 if ref == ref0 else
-                        summarize(b["ratio"] for b in data[nj][ref]).median)
+                    by_med = ratios[x].median / (1.0 if ref == ref0 else ratios[ref].median)
                     entry: dict[str, Any] = {"median": rel.median, "min": rel.lo,
                                              "max": rel.hi, "of_medians": by_med}
                     met = ""
@@ -462,7 +461,6 @@ class Overhead(Suite):
         a.grid(alpha=0.3, axis="y")
         a.legend(fontsize=8)
         return save(fig, plots / "overhead.png")
-
 
     def _plot_blocks(self, data: dict[int, dict[str, list[dict[str, float]]]], plots: Path,
                      ref: str) -> str:
