@@ -7,8 +7,10 @@ Results folder (results/<suite>-<device>-<UTC time>/):
                   queue depth, ssdsim/null_blk parameters), parameters,
                   seed and order, schedulers' queue depths, notes, and one
                   record per run (configuration, repetition, labels,
-                  tunables as read back, files, times); rewritten after each
-                  run, so an interrupted run can still be reported
+                  tunables as read back, files, times; in the VM bed what
+                  the host gave QEMU during the run: bench/target.py
+                  host_window()); rewritten after each run, so an
+                  interrupted run can still be reported
   runs/NNN-<key>.fio   the exact job file of run NNN
   runs/NNN-<key>.json  fio's raw JSON output
   runs/NNN-<key>.log   fio's stdout/stderr
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from bench import device as devmod
 from bench import fio
 from bench.device import DeviceError, DeviceInfo
-from bench.target import Target, TargetError, q
+from bench.target import Target, TargetError, host_window, q
 
 if TYPE_CHECKING:
     from bench.trace import Tracing
@@ -332,8 +334,10 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                         start, stop = tr.tracer.start_cmd(), tr.tracer.stop_cmd()
                     else:
                         start = stop = ""
+                    h0 = t.host_times()
                     rc, text, log = run_fio(t, c.jobfile, c.seconds * 3 + 120, remote,
                                             start, stop, c.fio_output)
+                    host = host_window(h0, t.host_times())
                     (runs_dir / f"{base}.json").write_text(text)
                     (runs_dir / f"{base}.log").write_text(log)
                     traced: dict[str, Any] = {}
@@ -352,6 +356,8 @@ def execute(ctx: RunContext, plan: Plan, folder: Path, manifest: Manifest,
                            "started": started, "seconds": round(secs, 2), "rc": rc}
                     if traced:
                         rec["trace"] = traced
+                    if host is not None:
+                        rec["host"] = host
                     manifest.data["runs"].append(rec)
                     manifest.save()
                     res = check_fio(rc, text, log)

@@ -17,7 +17,7 @@ import subprocess
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scripts.vmbed import Result, VMError, describe_accel
 
@@ -68,6 +68,11 @@ class Target(ABC):
         """False once the target is known to be gone (a VM that stopped
         answering): cleanups that need it are then skipped."""
         return True
+
+    def host_times(self) -> dict[str, object] | None:
+        """For a VM, what the host has given it so far (scripts/vmbed.py
+        VM.host_times()); None for a machine that is its own host."""
+        return None
 
     def check(self, script: str, timeout: float = 300.0, what: str = "") -> str:
         """Run a script that must succeed; its output."""
@@ -214,9 +219,30 @@ class VMTarget(Target):
         self.check(f"mkdir -p {q(d)} && base64 -d > {q(path)} <<'EOF'\n{lines}\nEOF",
                    what=f"writing {path}")
 
+    def host_times(self) -> dict[str, object] | None:
+        return self.vm.host_times()
+
     def describe(self) -> dict[str, str]:
         if self._desc is None:
             cfg = self.vm.cfg
             self._desc = {"kind": f"vm (QEMU {describe_accel(cfg)}, {cfg.smp} vCPUs, "
                                   f"{cfg.mem_mb} MiB)", **self._common_description()}
         return {**self._desc, **self.notes}
+
+
+def host_window(before: dict[str, Any] | None, after: dict[str, Any] | None
+                ) -> dict[str, float] | None:
+    """What the host gave a VM between two host_times() samples: the
+    window's length ("seconds"), QEMU's CPU time in it ("qemu_s"), its vCPU
+    threads' summed ("vcpu_s") and the host's steal time over its CPUs
+    ("steal_s"), in s; None without both samples.  Divided by the window,
+    the first two are host CPUs: a VM whose vCPUs got less of the host
+    than in another run shows it there."""
+    if before is None or after is None:
+        return None
+    vcpus = sum(after["vcpus"].values()) - sum(
+        before["vcpus"].get(k, 0.0) for k in after["vcpus"])
+    return {"seconds": round(after["clock"] - before["clock"], 3),
+            "qemu_s": round(after["qemu"] - before["qemu"], 3),
+            "vcpu_s": round(vcpus, 3),
+            "steal_s": round(after["steal"] - before["steal"], 3)}

@@ -27,7 +27,6 @@ boot, over --reps.  Needs perf (Debian's linux-perf).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -121,12 +120,6 @@ def render(rows: Iterable[tuple[str, float, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system time of process @pid, all its threads, in s."""
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m scripts.hostprof",
                                 description=(__doc__ or "").split("\n\n")[0])
@@ -184,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
                 def record(data: Path = data, cpu: list[float] = cpu,
                            rec: list[subprocess.CompletedProcess[str]] = rec) -> None:
                     time.sleep(1.0)
-                    c0 = cpu_seconds(pid)
+                    c0 = vmbed.cpu_seconds(pid)
                     rec.append(subprocess.run(
                         [perf, "record", "-q", "-e", "cpu-clock", "-p", str(pid),
                          "-o", str(data), "--", "sleep", f"{window:g}"],
                         capture_output=True, text=True))
-                    cpu.append(cpu_seconds(pid) - c0)
+                    cpu.append(vmbed.cpu_seconds(pid) - c0)
 
                 th = threading.Thread(target=record)
                 th.start()

@@ -418,6 +418,21 @@ def overlay_initramfs(kernel: str, modules_dir: Path, out: Path) -> list[str]:
     return [k.stem for k in kos]
 
 
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User and system time of process @pid (all its threads), or of its
+    thread @tid, in s."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    f = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def steal_seconds(stat_text: str) -> float:
+    """The host's steal time so far, summed over its CPUs, in s: the
+    steal column of /proc/stat's text (its first line, "cpu ...")."""
+    f = stat_text.split("\n", 1)[0].split()
+    return int(f[8]) / os.sysconf("SC_CLK_TCK") if f and f[0] == "cpu" and len(f) > 8 else 0.0
+
+
 class VM:
     """A running test VM.  Use as a context manager."""
 
@@ -467,6 +482,9 @@ class VM:
             # queue has an elevator, not a bio-based multipath head
             # sysrq_always_enabled: stuck_report()'s SysRq l and w
             "nokaslr loglevel=5 nvme_core.multipath=N sysrq_always_enabled " + cfg.append,
+            # debug-threads: the vCPU threads are named ("CPU 0/TCG"), which
+            # host_times() reads
+            "-name", "ssd-iosched,debug-threads=on",
             "-display", "none", "-no-reboot", "-nodefaults",
             "-serial", f"file:{self.console}",
             "-chardev", f"socket,id=agent,path={agent_path},server=on,wait=off",
@@ -516,6 +534,27 @@ class VM:
                 self.proc.kill()
             self.proc.wait()
             self.proc = None
+
+    def host_times(self) -> dict[str, object] | None:
+        """What the host has given this VM so far, for a caller that takes
+        the difference over a window: "clock" (the host's monotonic clock),
+        QEMU's CPU time ("qemu"), each TCG vCPU thread's by its name ("CPU
+        0/TCG"; single-threaded TCG has one, "ALL CPUs/TCG"), and the
+        host's steal time over its CPUs ("steal"), all in s.  None when
+        QEMU is not running."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        pid = self.proc.pid
+        try:
+            vcpus: dict[str, float] = {}
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                name = (task / "comm").read_text().strip()
+                if name.endswith("/TCG"):
+                    vcpus[name] = cpu_seconds(pid, int(task.name))
+            return {"clock": time.monotonic(), "qemu": cpu_seconds(pid),
+                    "vcpus": vcpus, "steal": steal_seconds(Path("/proc/stat").read_text())}
+        except OSError:  # QEMU exited meanwhile
+            return None
 
     def cleanup(self) -> None:
         self.stop()

@@ -65,6 +65,7 @@ within the ramp."""
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -137,6 +138,14 @@ def cpu_us_per_io(r: Run) -> float:
     return cpu / ios if ios else float("nan")
 
 
+def host_cpus(r: Run, key: str = "vcpu_s") -> float:
+    """Host CPUs the VM's vCPU threads (@key "vcpu_s") or all of QEMU
+    ("qemu_s") had over the run: CPU seconds over its seconds (the runner's
+    host window); NaN without one (a real box, or an older result)."""
+    h = r.rec.get("host")
+    return float(h[key]) / float(h["seconds"]) if h and h.get("seconds") else float("nan")
+
+
 def reference_of(res: Results) -> str:
     """The elevator of the blocks' outer runs: none unless --reference."""
     return str(res.manifest.get("params", {}).get("reference") or "none")
@@ -145,7 +154,9 @@ def reference_of(res: Results) -> str:
 def block_ratios(res: Results, best: bool = False) -> dict[int, dict[str, list[dict[str, float]]]]:
     """jobs -> scheduler -> one entry per complete R/X/X/R block, R the
     reference (reference_of(): none unless --reference): ratio X/R of mean
-    IOPS, X's IOPS, R's IOPS, X's and R's CPU per I/O.
+    IOPS, X's IOPS, R's IOPS, X's and R's CPU per I/O, and in the VM bed
+    the host CPUs R's and X's runs got (host_cpus(): "ref_vcpus",
+    "vcpus", "ref_qemu"; NaN elsewhere).
     With @best (an instruction-counting clock) each side's IOPS is its
     better run's, not the mean: there a run's I/Os per instruction can
     only lose, to other work of the guest's that came during it (the
@@ -168,7 +179,11 @@ def block_ratios(res: Results, best: bool = False) -> dict[int, dict[str, list[d
         out.setdefault(nj, {}).setdefault(x, []).append(
             {"ratio": xi / ni if ni else float("nan"), "iops": xi, "ref_iops": ni,
              "cpu_us": statistics.fmean(cpu_us_per_io(r) for r in xs),
-             "ref_cpu_us": statistics.fmean(cpu_us_per_io(r) for r in ns)})
+             "ref_cpu_us": statistics.fmean(cpu_us_per_io(r) for r in ns),
+             # the mean over runs that have the host's times (NaN: none)
+             "vcpus": summarize(host_cpus(r) for r in xs).mean,
+             "ref_vcpus": summarize(host_cpus(r) for r in ns).mean,
+             "ref_qemu": summarize(host_cpus(r, "qemu_s") for r in ns).mean})
     return out
 
 
@@ -443,8 +458,26 @@ class Overhead(Suite):
         out.append(f"\n![overhead]({self._plot(data, plots, ref0)})\n")
         out.append(f"\nEach block's ratio against its {ref0} runs' IOPS: a host that "
                    "moves between a fast and a slow state within a boot shows as two "
-                   "clusters, and a ratio that depends on the state as a slope.\n\n"
-                   f"![overhead by block]({self._plot_blocks(data, plots, ref0)})\n")
+                   "clusters, and a ratio that depends on the state as a slope.")
+        hosted = {nj: [b for x in data[nj] for b in data[nj][x]
+                       if not math.isnan(b["ref_vcpus"])] for nj in data}
+        if any(hosted.values()):
+            out.append(f" Below them, each block's {ref0} IOPS against the host CPUs "
+                       "its runs' vCPU threads had (CPU time over the run's time, "
+                       "from the host's /proc): a slow state that comes with fewer "
+                       "CPUs is the host's share, one with as many is not.\n\n")
+            for nj in sorted(hosted):
+                bl = hosted[nj]
+                if not bl:
+                    continue
+                vc = summarize(b["ref_vcpus"] for b in bl)
+                qc = summarize(b["ref_qemu"] for b in bl)
+                xc = summarize(b["vcpus"] for b in bl)
+                out.append(f"- {nj} job(s): the {ref0} runs' vCPU threads had "
+                           f"{vc.fmt_median(1, 2)} host CPUs (QEMU in all "
+                           f"{qc.fmt_median(1, 2)}), the measured schedulers' runs "
+                           f"{xc.fmt_median(1, 2)}; median (min–max) over blocks\n")
+        out.append(f"\n\n![overhead by block]({self._plot_blocks(data, plots, ref0)})\n")
         return SuiteReport("".join(out), {"overhead": summary}, "".join(head))
 
     def _plot(self, data: dict[int, dict[str, list[dict[str, float]]]], plots: Path,
@@ -465,9 +498,24 @@ class Overhead(Suite):
     def _plot_blocks(self, data: dict[int, dict[str, list[dict[str, float]]]], plots: Path,
                      ref: str) -> str:
         """A panel per job count: each block's ratio over its reference
-        runs' IOPS, a marker series per scheduler."""
+        runs' IOPS, a marker series per scheduler; below each, when the
+        runs recorded the host's times (the VM bed), the reference's IOPS
+        over the host CPUs its vCPU threads had."""
         njs = sorted(data)
-        fig, ax = figure(len(njs), 1, width=5.2, height=3.6)
+        hosted = any(not math.isnan(b["ref_vcpus"]) for nj in njs for x in data[nj]
+                     for b in data[nj][x])
+        fig, ax = figure(len(njs), 2 if hosted else 1, width=5.2, height=3.6)
+        for col, nj in enumerate(njs):
+            if hosted:
+                h = ax[1][col]
+                for s in ordered(data[nj], ORDER):
+                    bl = data[nj][s]
+                    h.plot([b["ref_vcpus"] for b in bl], [b["ref_iops"] / 1000 for b in bl],
+                           marker="o", ls="", label=f"block {s}")
+                h.set_xlabel(f"host CPUs of the vCPU threads in {ref}'s runs")
+                h.set_ylabel(f"{ref}'s IOPS (thousands)")
+                h.grid(alpha=0.3)
+                h.legend(fontsize=7)
         for a, nj in zip(ax[0], njs):
             for s in ordered(data[nj], ORDER):
                 bl = data[nj][s]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import shutil
 import statistics
@@ -301,6 +302,30 @@ def test_overhead_with_a_reference_judges_its_ratio_within_the_blocks(
     assert s["k2_vs_fifo-ref"]["median"] == pytest.approx(k2)
     assert s["k2"]["reference"] == "fifo-ref"
     assert "![overhead by block](plots/overhead-blocks.png)" in text
+    assert is_png(folder / "plots" / "overhead-blocks.png")
+
+
+def test_overhead_report_gives_the_host_cpus_the_vm_had(tmp_path: Path) -> None:
+    """Runs with the host's times (the VM bed) give each block its
+    reference's and its scheduler's vCPU CPUs, a line per job count and a
+    second row of panels; the fixture's runs without them give NaN and
+    neither."""
+    folder = copy("overhead", tmp_path)
+    plain = overhead.block_ratios(results.load(folder))[1]["k2"][0]
+    assert math.isnan(plain["ref_vcpus"]) and math.isnan(plain["vcpus"])
+    assert "host CPUs" not in report.write(folder).read_text()
+    m = json.loads((folder / "manifest.json").read_text())
+    for r in m["runs"]:
+        x = r["labels"]["sched"] != "none"
+        r["host"] = {"seconds": 2.0, "qemu_s": 4.0, "vcpu_s": 3.0 if x else 3.5,
+                     "steal_s": 0.0}
+    (folder / "manifest.json").write_text(json.dumps(m))
+    b = overhead.block_ratios(results.load(folder))[1]["k2"][0]
+    assert (b["vcpus"], b["ref_vcpus"], b["ref_qemu"]) == (1.5, 1.75, 2.0)
+    text = report.write(folder).read_text()
+    assert ("- 1 job(s): the none runs' vCPU threads had 1.75 (1.75–1.75) host CPUs "
+            "(QEMU in all 2.00 (2.00–2.00)), the measured schedulers' runs "
+            "1.50 (1.50–1.50)") in text
     assert is_png(folder / "plots" / "overhead-blocks.png")
 
 

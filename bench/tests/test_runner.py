@@ -17,7 +17,7 @@ from bench.device import DeviceInfo, TunableError
 from bench.runner import (Cleanups, Config, Manifest, Phase, Plan, Progress, RunContext,
                           apply, execute, order)
 from bench.suites import get
-from bench.target import LocalTarget, Target, TargetError
+from bench.target import LocalTarget, Target, TargetError, host_window
 from bench.tests.fake import FakeTarget, Result
 
 
@@ -152,6 +152,41 @@ def test_execute_records_every_run_and_restores(tmp_path: Path) -> None:
     assert ("k2", {"max_inflight": "8", "starvation_ms": "0"}) in t.fio_runs
     assert t.current == "mq-deadline" and t.values["read_expire"] == "250"
     assert data["restored"] == ["restore"]
+
+
+def test_a_run_records_what_the_host_gave_the_vm(tmp_path: Path) -> None:
+    """A target that reports host times (the VM bed) gets each run's
+    window in its record: the difference of the samples around fio; one
+    that does not (a real box) gets none."""
+    class HostTarget(FakeTarget):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def host_times(self) -> dict[str, object] | None:
+            self.n += 1
+            return {"clock": 10.0 * self.n, "qemu": 15.0 * self.n,
+                    "vcpus": {"CPU 0/TCG": 6.0 * self.n, "CPU 1/TCG": 7.0 * self.n},
+                    "steal": 0.5 * self.n}
+
+    plan = Plan([Phase("empty", [[cfg("n")]])])
+    _execute(HostTarget(), tmp_path, plan)
+    runs = json.loads((tmp_path / "manifest.json").read_text())["runs"]
+    assert [r["host"] for r in runs] == [
+        {"seconds": 10.0, "qemu_s": 15.0, "vcpu_s": 13.0, "steal_s": 0.5}] * 2
+    (tmp_path / "real").mkdir()
+    _execute(FakeTarget(), tmp_path / "real", plan)
+    runs = json.loads((tmp_path / "real" / "manifest.json").read_text())["runs"]
+    assert runs and all("host" not in r for r in runs)
+
+
+def test_host_window_needs_both_samples_and_counts_new_threads() -> None:
+    a = {"clock": 1.0, "qemu": 2.0, "vcpus": {"CPU 0/TCG": 1.0}, "steal": 0.0}
+    b = {"clock": 3.0, "qemu": 5.5, "vcpus": {"CPU 0/TCG": 2.0, "CPU 1/TCG": 0.5},
+         "steal": 0.25}
+    assert host_window(a, b) == {"seconds": 2.0, "qemu_s": 3.5, "vcpu_s": 1.5,
+                                 "steal_s": 0.25}
+    assert host_window(None, b) is None and host_window(a, None) is None
 
 
 def test_ctrl_c_restores_scheduler_and_tunables(tmp_path: Path) -> None:

@@ -317,3 +317,42 @@ def test_guest_with_no_monitor_is_still_a_vm_error(
     finally:
         agent.close()
         vm.cleanup()
+
+
+def test_cpu_seconds_of_this_process_and_thread_grow() -> None:
+    import os
+    import threading
+    pid, tid = os.getpid(), threading.get_native_id()
+    a, b = vmbed.cpu_seconds(pid), vmbed.cpu_seconds(pid, tid)
+    sum(i * i for i in range(2_000_000))
+    assert vmbed.cpu_seconds(pid) > a >= 0
+    assert vmbed.cpu_seconds(pid, tid) > b >= 0
+
+
+def test_steal_seconds_is_the_cpu_lines_eighth_column() -> None:
+    import os
+    tck = os.sysconf("SC_CLK_TCK")
+    text = "cpu  10 0 20 300 4 0 1 250 0 0\ncpu0 5 0 10 150 2 0 1 125 0 0\n"
+    assert vmbed.steal_seconds(text) == 250 / tck
+    assert vmbed.steal_seconds("intr 1 2 3\n") == 0.0
+
+
+def test_host_times_of_a_running_process_and_of_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_times() reads QEMU's process: here a sleep, which has no TCG
+    threads; None before start and after the process ended."""
+    monkeypatch.setattr(vmbed, "CACHE", tmp_path)
+    vm = vmbed.VM(vmbed.VMConfig(kernel="none"))
+    assert vm.host_times() is None
+    vm.proc = subprocess.Popen(["sleep", "30"])
+    try:
+        h = vm.host_times()
+        assert h is not None and h["vcpus"] == {}
+        assert isinstance(h["qemu"], float) and h["qemu"] >= 0
+        assert isinstance(h["steal"], float) and isinstance(h["clock"], float)
+    finally:
+        vm.proc.kill()
+        vm.proc.wait()
+    assert vm.host_times() is None
+    vm.proc = None
+    vm.cleanup()
