@@ -69,7 +69,7 @@ class Target(ABC):
         answering): cleanups that need it are then skipped."""
         return True
 
-    def host_times(self) -> dict[str, object] | None:
+    def host_times(self) -> dict[str, Any] | None:
         """For a VM, what the host has given it so far (scripts/vmbed.py
         VM.host_times()); None for a machine that is its own host."""
         return None
@@ -219,7 +219,7 @@ class VMTarget(Target):
         self.check(f"mkdir -p {q(d)} && base64 -d > {q(path)} <<'EOF'\n{lines}\nEOF",
                    what=f"writing {path}")
 
-    def host_times(self) -> dict[str, object] | None:
+    def host_times(self) -> dict[str, Any] | None:
         return self.vm.host_times()
 
     def describe(self) -> dict[str, str]:

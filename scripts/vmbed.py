@@ -40,7 +40,7 @@ import termios
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST = ROOT / "scripts" / "guest"
@@ -535,7 +535,7 @@ class VM:
             self.proc.wait()
             self.proc = None
 
-    def host_times(self) -> dict[str, object] | None:
+    def host_times(self) -> dict[str, Any] | None:
         """What the host has given this VM so far, for a caller that takes
         the difference over a window: "clock" (the host's monotonic clock),
         QEMU's CPU time ("qemu"), each TCG vCPU thread's by its name ("CPU

@@ -477,7 +477,8 @@ class Overhead(Suite):
                            f"{vc.fmt_median(1, 2)} host CPUs (QEMU in all "
                            f"{qc.fmt_median(1, 2)}), the measured schedulers' runs "
                            f"{xc.fmt_median(1, 2)}; median (min–max) over blocks\n")
-        out.append(f"\n\n![overhead by block]({self._plot_blocks(data, plots, ref0)})\n")
+        plot = self._plot_blocks(data, plots, ref0, any(hosted.values()))
+        out.append(f"\n\n![overhead by block]({plot})\n")
         return SuiteReport("".join(out), {"overhead": summary}, "".join(head))
 
     def _plot(self, data: dict[int, dict[str, list[dict[str, float]]]], plots: Path,
@@ -496,38 +497,34 @@ class Overhead(Suite):
         return save(fig, plots / "overhead.png")
 
     def _plot_blocks(self, data: dict[int, dict[str, list[dict[str, float]]]], plots: Path,
-                     ref: str) -> str:
+                     ref: str, hosted: bool) -> str:
         """A panel per job count: each block's ratio over its reference
-        runs' IOPS, a marker series per scheduler; below each, when the
-        runs recorded the host's times (the VM bed), the reference's IOPS
-        over the host CPUs its vCPU threads had."""
+        runs' IOPS, a marker series per scheduler; below each, with
+        @hosted (the runs recorded the host's times: the VM bed), the
+        reference's IOPS over the host CPUs its vCPU threads had."""
         njs = sorted(data)
-        hosted = any(not math.isnan(b["ref_vcpus"]) for nj in njs for x in data[nj]
-                     for b in data[nj][x])
         fig, ax = figure(len(njs), 2 if hosted else 1, width=5.2, height=3.6)
         for col, nj in enumerate(njs):
-            if hosted:
-                h = ax[1][col]
-                for s in ordered(data[nj], ORDER):
-                    bl = data[nj][s]
-                    h.plot([b["ref_vcpus"] for b in bl], [b["ref_iops"] / 1000 for b in bl],
-                           marker="o", ls="", label=f"block {s}")
-                h.set_xlabel(f"host CPUs of the vCPU threads in {ref}'s runs")
-                h.set_ylabel(f"{ref}'s IOPS (thousands)")
-                h.grid(alpha=0.3)
-                h.legend(fontsize=7)
-        for a, nj in zip(ax[0], njs):
+            a = ax[0][col]
             for s in ordered(data[nj], ORDER):
                 bl = data[nj][s]
                 a.plot([b["ref_iops"] / 1000 for b in bl], [b["ratio"] for b in bl],
                        marker="o", ls="", label=s)
+                if hosted:
+                    ax[1][col].plot([b["ref_vcpus"] for b in bl],
+                                    [b["ref_iops"] / 1000 for b in bl],
+                                    marker="o", ls="", label=f"block {s}")
             a.axhline(1.0, color="k", lw=0.8, ls="--")
             a.set_title(f"{nj} job(s)")
             a.set_xlabel(f"{ref}'s IOPS in the block (thousands)")
             a.set_ylabel(f"IOPS / {ref}'s IOPS")
-            a.grid(alpha=0.3)
-            a.legend(fontsize=7)
+            if hosted:
+                h = ax[1][col]
+                h.set_xlabel(f"host CPUs of the vCPU threads in {ref}'s runs")
+                h.set_ylabel(f"{ref}'s IOPS (thousands)")
+            for panel in ax[:, col]:
+                panel.grid(alpha=0.3)
+                panel.legend(fontsize=7)
         return save(fig, plots / "overhead-blocks.png")
-
 
 SUITE = Overhead()

@@ -163,7 +163,7 @@ def test_a_run_records_what_the_host_gave_the_vm(tmp_path: Path) -> None:
             super().__init__()
             self.n = 0
 
-        def host_times(self) -> dict[str, object] | None:
+        def host_times(self) -> dict[str, Any] | None:
             self.n += 1
             return {"clock": 10.0 * self.n, "qemu": 15.0 * self.n,
                     "vcpus": {"CPU 0/TCG": 6.0 * self.n, "CPU 1/TCG": 7.0 * self.n},
