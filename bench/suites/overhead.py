@@ -49,6 +49,14 @@ scheduler's ratio to none is higher (mq-deadline 0.78-0.86 there,
 ratio to fifo-ref over blocks so paired moved 0.85-1.15 from one
 repetition to the next.
 
+With --count DIR, DIR an earlier run of this suite on the instruction-
+counting clock with the same reference and kernel, each scheduler's ratio
+there (its ratio "by count", the median over DIR's blocks, best runs:
+block_ratios()) is kept in this run's parameters and the report gives it
+beside this run's ratio and their quotient: on the host's clock with two
+jobs, what concurrency costs a scheduler beyond what it costs the
+reference (Kyber, per-CPU by design, lands on its count).
+
 With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
 recorded into an ftrace ring buffer during those runs) is measured the same
 way, and the report gives K2 traced / K2 untraced: what enabled tracepoints
@@ -78,7 +86,7 @@ from bench.probe import CARS_MAX_DEPTH, CARS_MAX_DIES
 from bench.device import DeviceError
 from bench.markdown import table
 from bench.plot import figure, grouped_bars, save
-from bench.results import Results, Run, Summary, summarize
+from bench.results import Results, ResultsError, Run, Summary, load, summarize
 from bench.runner import Config, Phase, Plan, RunContext
 from bench.suites import (OURS, UPSTREAM, Sched, Suite, SuiteReport, add_icount_argument,
                           assignments, icount_note, ordered)
@@ -204,6 +212,36 @@ def relative(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[float
     return [x["ratio"] / y["ratio"] for x, y in zip(a, b) if y["ratio"]]
 
 
+def count_ratios(folder: Path, reference: str, kernel: str) -> dict[str, Any]:
+    """The figures --count takes from @folder, an overhead run on the
+    instruction-counting clock with blocks of @reference on @kernel: per
+    job count, each scheduler's median ratio over its blocks (their better
+    runs, as that run's report has them).  ValueError, saying why, for a
+    folder that is not such a run."""
+    try:
+        res = load(folder)
+    except (OSError, ValueError, ResultsError) as e:
+        raise ValueError(f"--count: {e}") from e
+    m = res.manifest
+    if m.get("suite") != "overhead":
+        raise ValueError(f"--count {folder}: a {m.get('suite')} run, not an overhead run")
+    params = m.get("params", {})
+    if params.get("icount") is None:
+        raise ValueError(f"--count {folder}: not run on the instruction-counting clock "
+                         "(--icount)")
+    if reference_of(res) != reference:
+        raise ValueError(f"--count {folder}: its blocks' reference is {reference_of(res)}, "
+                         f"this run's {reference}")
+    theirs = m.get("target", {}).get("kernel")
+    if theirs != kernel:
+        raise ValueError(f"--count {folder}: measured on kernel {theirs}, this run on {kernel}")
+    ratios = {str(nj): {x: summarize(b["ratio"] for b in bl).median for x, bl in xs.items()}
+              for nj, xs in block_ratios(res, best=True).items()}
+    if not ratios:
+        raise ValueError(f"--count {folder}: no complete block")
+    return {"from": folder.name, "icount": params["icount"], "ratios": ratios}
+
+
 class Overhead(Suite):
     name = "overhead"
     title = "Scheduler overhead on null_blk: IOPS relative to none"
@@ -235,6 +273,10 @@ class Overhead(Suite):
                             "(us), its block's jobs real-time (default 0: not measured)")
         add_icount_argument(p, "one vCPU, IOPS become I/Os per instruction, repeatable "
                                "whatever the host's load")
+        p.add_argument("--count", type=Path, metavar="DIR",
+                       help="an earlier overhead run with --icount, the same --reference "
+                            "and kernel: the report gives each scheduler's ratio there "
+                            "(by count) beside this run's, and this run's over it")
         p.add_argument("--allow-null-blk", action="store_true",
                        help="on this machine: allow loading (and afterwards unloading) "
                             "the null_blk module for /dev/nullb0")
@@ -294,6 +336,12 @@ class Overhead(Suite):
             raise ValueError(f"--reference {ref}: not an elevator of the device's here "
                              f"(available: none, {', '.join(sorted(ctx.sched_info))})")
         scheds = [s for s in a.schedulers if s in ctx.sched_info and s != ref]
+        count = None
+        if a.count is not None:
+            if a.icount is not None:
+                raise ValueError("--count gives a run on the host's clock the figures of one "
+                                 "on the instruction-counting clock: not with --icount")
+            count = count_ratios(a.count, ref, str(ctx.target.describe().get("kernel")))
         notes = []
         if ref != "none":
             notes.append(f"blocks {ref}/X/X/{ref}: each ratio is X's IOPS over {ref}'s")
@@ -361,7 +409,8 @@ class Overhead(Suite):
         return Plan([Phase("null_blk", blocks)], notes,
                     {"jobs": a.jobs, "iodepth": a.iodepth,
                      "schedulers": [x for x, _ in measured], "k2_target_us": a.k2_target_us,
-                     "icount": a.icount, "reference": ref})
+                     "icount": a.icount, "reference": ref,
+                     **({"count": count} if count else {})})
 
     def brief(self, c: Config, result: dict[str, Any]) -> str:
         from bench import fio
@@ -387,11 +436,20 @@ class Overhead(Suite):
                "fio's user+system CPU time per I/O, which includes the submission path. "
                "A comparison 'X / Y' pairs the repetitions of this run, all on the same "
                "boot.\n"]
+        count = res.manifest.get("params", {}).get("count")
+        if count:
+            out.append(f"\n'By count' is each scheduler's ratio to {ref0} on the "
+                       f"instruction-counting clock (--icount {count['icount']}), the "
+                       f"median over the blocks of {count['from']}; 'over count' is this "
+                       "run's median over it: with 2 jobs or more on the host's clock, "
+                       "what concurrency costs a scheduler beyond what it costs "
+                       f"{ref0}.\n")
         summary: dict[str, Any] = {}
         head: list[str] = []
         for nj in sorted(data):
             rows = []
             ratios: dict[str, Summary] = {}     # scheduler -> its blocks' ratios
+            by_count: dict[str, float] = count["ratios"].get(str(nj), {}) if count else {}
             for x in ordered(data[nj], ORDER):
                 bl = data[nj][x]
                 ratio = ratios[x] = summarize(b["ratio"] for b in bl)
@@ -407,8 +465,16 @@ class Overhead(Suite):
                     "iops_median": iops.median, "ref_iops_median": refi.median,
                     "reference": ref0,
                     "blocks": ratio.n}
+                if by_count:
+                    c = by_count.get(x)
+                    rows[-1][2:2] = ["–", "–"] if c is None else \
+                        [f"{c:.3f}", f"{ratio.median / c:.3f}"]
+                    if c is not None:
+                        summary[str(nj)][x].update(count=c, over_count=ratio.median / c)
             out.append(f"\n### {nj} job(s)\n\n" + table(
-                ["scheduler", f"IOPS ratio to {ref0}", "IOPS", f"{ref0}'s IOPS (same blocks)",
+                ["scheduler", f"IOPS ratio to {ref0}",
+                 *(["by count", "over count"] if by_count else []),
+                 "IOPS", f"{ref0}'s IOPS (same blocks)",
                  f"fio CPU/IO µs (X / {ref0})", "blocks"], rows))
             head.append(f"\n{nj} job(s): " + ", ".join(f"{r[0]} {r[1]}" for r in rows)
                         + f" (IOPS ratio to {ref0}, median (min–max))\n")

@@ -344,6 +344,66 @@ def test_overhead_blocks_on_an_icount_clock_take_the_better_run(tmp_path: Path) 
         assert b["ratio"] == pytest.approx(pick(xs) / pick(ns))
 
 
+def test_overhead_count_takes_an_icount_runs_medians_and_refuses_any_other(
+        tmp_path: Path) -> None:
+    """--count DIR takes, per job count, each scheduler's median ratio over
+    DIR's blocks (their better runs); a folder that is not an overhead run
+    on the instruction-counting clock with the same reference and kernel
+    is refused, saying why."""
+    folder = copy("overhead", tmp_path)
+    kernel = json.loads((folder / "manifest.json").read_text())["target"]["kernel"]
+    with pytest.raises(ValueError, match="instruction-counting"):
+        overhead.count_ratios(folder, "none", kernel)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["params"]["icount"] = 3
+    (folder / "manifest.json").write_text(json.dumps(m))
+    c = overhead.count_ratios(folder, "none", kernel)
+    best = overhead.block_ratios(results.load(folder), best=True)
+    assert c["from"] == "overhead" and c["icount"] == 3
+    assert c["ratios"] == {str(nj): {x: pytest.approx(statistics.median(
+        b["ratio"] for b in bl)) for x, bl in xs.items()} for nj, xs in best.items()}
+    json.dumps(c)       # kept in the manifest's parameters
+    with pytest.raises(ValueError, match="reference is none, this run's fifo-ref"):
+        overhead.count_ratios(folder, "fifo-ref", kernel)
+    with pytest.raises(ValueError, match="measured on kernel"):
+        overhead.count_ratios(folder, "none", "6.12.118+deb12-cloud-amd64")
+    with pytest.raises(ValueError, match="not a results folder"):
+        overhead.count_ratios(tmp_path / "nothing", "none", kernel)
+    other = copy("kyber-baseline", tmp_path)
+    with pytest.raises(ValueError, match="not an overhead run"):
+        overhead.count_ratios(other, "none", kernel)
+
+
+def test_overhead_report_gives_each_ratio_over_its_count(tmp_path: Path) -> None:
+    """With the figures of --count, each job count's table gives each
+    scheduler's ratio by count and this run's median over it ("–" for a
+    scheduler the count does not have), and the summary both."""
+    folder = copy("overhead", tmp_path)
+    data = overhead.block_ratios(results.load(folder))
+    m = json.loads((folder / "manifest.json").read_text())
+    m["params"]["count"] = {"from": "overhead-nullb0-x", "icount": 3,
+                            "ratios": {"1": {"k2": 0.97, "fifo-ref": 0.9}}}
+    (folder / "manifest.json").write_text(json.dumps(m))
+    text = report.write(folder).read_text()
+    k2 = statistics.median(b["ratio"] for b in data[1]["k2"])
+    dl = statistics.median(b["ratio"] for b in data[1]["mq-deadline"])
+    assert "| scheduler | IOPS ratio to none | by count | over count | IOPS |" in text
+    assert re.search(rf"\| k2 \| {k2:.3f} \([^|]*\) \| 0\.970 \| {k2 / 0.97:.3f} \|", text)
+    assert re.search(rf"\| mq-deadline \| {dl:.3f} \([^|]*\) \| – \| – \|", text)
+    assert "median over the blocks of overhead-nullb0-x" in text
+    s = json.loads((folder / "summary.json").read_text())["overhead"]
+    assert s["1"]["k2"]["count"] == 0.97
+    assert s["1"]["k2"]["over_count"] == pytest.approx(k2 / 0.97)
+    assert "count" not in s["1"]["mq-deadline"]
+    # a count of other job counts only: this one's table as without --count
+    m["params"]["count"]["ratios"] = {"2": {"k2": 0.97}}
+    (folder / "manifest.json").write_text(json.dumps(m))
+    text = report.write(folder).read_text()
+    assert "| scheduler | IOPS ratio to none | IOPS |" in text
+    assert "count" not in json.loads((folder / "summary.json").read_text())[
+        "overhead"]["1"]["k2"]
+
+
 def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = copy("kyber-baseline", tmp_path)
     assert main(["report", str(folder)]) == 0

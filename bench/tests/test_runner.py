@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +339,37 @@ def test_overhead_reference_takes_none_s_place_in_every_block() -> None:
     bad.sched_info = {"k2": {"nr_requests": 256}}
     with pytest.raises(ValueError, match="--reference fifo-ref"):
         get("overhead").plan(bad)
+
+
+def test_overhead_count_is_kept_in_the_plan_s_parameters(tmp_path: Path) -> None:
+    """--count DIR, an overhead run on the instruction-counting clock with
+    the same reference and kernel: its ratios go into the plan's
+    parameters (the manifest's), so that the report stands alone; refused
+    with --icount, and for a run on another kernel, before any run."""
+    src = Path(__file__).parent / "fixtures" / "overhead"
+    count = tmp_path / "overhead-count"
+    shutil.copytree(src, count)
+    m = json.loads((count / "manifest.json").read_text())
+    m["params"]["icount"] = 3
+    m["target"]["kernel"] = FakeTarget().describe()["kernel"]
+    (count / "manifest.json").write_text(json.dumps(m))
+    t = FakeTarget(nr_requests=256)
+    argv = ["run", "overhead", "--short", "--jobs", "1", "--schedulers", "k2",
+            "--count", str(count)]
+    ctx = context(t, argv)
+    ctx.sched_info = {"k2": {"nr_requests": 256}}
+    plan = get("overhead").plan(ctx)
+    c = plan.params["count"]
+    assert c["from"] == "overhead-count" and c["icount"] == 3
+    assert set(c["ratios"]["1"]) == {"mq-deadline", "fifo-ref", "k2"}
+    bad = context(t, argv + ["--icount", "3"])
+    bad.sched_info = ctx.sched_info
+    with pytest.raises(ValueError, match="not with --icount"):
+        get("overhead").plan(bad)
+    m["target"]["kernel"] = "6.12.118+deb12-cloud-amd64"
+    (count / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ValueError, match="measured on kernel 6.12.118"):
+        get("overhead").plan(ctx)
 
 
 def test_overhead_k2_adaptive_block_is_real_time() -> None:
