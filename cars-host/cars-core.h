@@ -57,6 +57,7 @@
 #include <linux/bitops.h>
 #include <linux/limits.h>
 #include <linux/math64.h>
+#include <linux/atomic.h>
 #else
 #include "kshim.h"
 #endif
@@ -135,10 +136,16 @@ enum cars_skip {
 	CARS_NR_SKIPS,
 };
 
+/*
+ * A die: all under the caller's lock but @done.  The requests predicted
+ * on it and not yet done are @nreq - @done (cars_die_pending()); both
+ * count up and wrap.
+ */
 struct cars_die {
 	u64 busy_until;		/* predicted end of the last op reserved, ns */
-	u32 nreq;		/* dispatched requests predicted here, not done */
+	u32 nreq;		/* requests reserved here, since the reset */
 	u8 state;		/* enum cars_die_state of the last op reserved */
+	atomic_t done;		/* of them, released: lock-free, cars_released() */
 };
 
 /*
@@ -449,9 +456,22 @@ static inline u32 cars_region(const struct cars_sched *s, u64 sector)
 	return r >= CARS_NONE ? CARS_NONE - 1 : (u32)r;
 }
 
+/*
+ * cars_die_pending() - requests predicted on the die and not yet released:
+ * none when more were released than reserved since the reset (releases of
+ * requests reserved before it, which it forgot).
+ */
+static inline u32 cars_die_pending(const struct cars_die *d)
+{
+	s32 n = (s32)(d->nreq - (u32)atomic_read(&d->done));
+
+	return n > 0 ? (u32)n : 0;
+}
+
+/* The estimate first: it mostly lies behind, and then @done is not read. */
 static inline bool cars_die_busy(const struct cars_die *d, u64 now)
 {
-	return d->nreq && d->busy_until > now;
+	return d->busy_until > now && cars_die_pending(d);
 }
 
 /* cars_die_state() - what the die is predicted to be doing at @now */
@@ -466,8 +486,9 @@ static inline enum cars_die_state cars_die_state(const struct cars_die *d,
  * record of writes empty (in @map_mem, cars_map_bytes(@chunks)): for a
  * start, and when the number of dies or the page size changes.  Requests
  * in flight then may hold reservations on dies that were reset: their
- * completion decrements no count below zero, and a die they leave counted
- * is idle again once its estimate passes.
+ * releases leave no die with fewer than none pending (cars_die_pending(),
+ * and cars_reserve() counts from there), and a die they leave counted is
+ * idle again once its estimate passes.
  */
 static inline void cars_reset_geometry(struct cars_sched *s, void *map_mem,
 				       u32 chunks)
@@ -476,7 +497,7 @@ static inline void cars_reset_geometry(struct cars_sched *s, void *map_mem,
 
 	for (i = 0; i < s->p.nr_dies; i++) {
 		s->die[i].busy_until = 0;
-		s->die[i].nreq = 0;
+		s->die[i].nreq = (u32)atomic_read(&s->die[i].done);
 		s->die[i].state = CARS_DIE_IDLE;
 	}
 	cars_map_init(&s->map, map_mem, chunks);
@@ -498,7 +519,8 @@ static inline void cars_set_cache(struct cars_sched *s, void *mem, u32 regions)
 /*
  * cars_init() - a scheduler with parameters @p: @die has CARS_MAX_DIES
  * entries (so that nr_dies can grow), @map_mem and @cmt_mem as for
- * cars_reset_geometry() and cars_set_cache(); statistics zero.
+ * cars_reset_geometry() and cars_set_cache(); statistics zero.  Nothing
+ * may release (cars_released()) before it returns.
  */
 static inline void cars_init(struct cars_sched *s, const struct cars_params *p,
 			     struct cars_die *die, void *map_mem, u32 chunks,
@@ -508,6 +530,8 @@ static inline void cars_init(struct cars_sched *s, const struct cars_params *p,
 
 	s->p = *p;
 	s->die = die;
+	for (i = 0; i < CARS_MAX_DIES; i++)
+		atomic_set(&die[i].done, 0);
 	cars_reset_geometry(s, map_mem, chunks);
 	cars_set_cache(s, cmt_mem, regions);
 	s->last_flow = 0;
@@ -656,25 +680,6 @@ static inline bool cars_pick_first(const struct cars_sched *s,
 }
 
 /*
- * cars_place_idle() - whether every die of a request placed at @pl is
- * predicted idle at @now: then its reservation starts now on each, and a
- * release not yet applied (cars_completed_on()) would change nothing of
- * it.  The glue applies every CPU's releases before reserving a request
- * of several dies one of which is busy.
- */
-static inline bool cars_place_idle(const struct cars_sched *s,
-				   const struct cars_place *pl, u64 now)
-{
-	u32 i;
-
-	for (i = 0; i < pl->ndies; i++)
-		if (cars_die_busy(&s->die[cars_place_die(pl, i, s->p.nr_dies)],
-				  now))
-			return false;
-	return true;
-}
-
-/*
  * cars_count_pick() - add a pick's skips and forced dispatch to the
  * statistics (once per dispatch actually made, or once per empty pick).
  */
@@ -699,7 +704,7 @@ static inline void cars_count_pick(struct cars_sched *s,
  * device at @now: reserve its dies, advance the write pointer over a
  * write's pages and record where they went, use its mapping-cache region,
  * count the flow's run.  The glue keeps @pl with the request
- * (cars_rq_word()) for cars_completed().
+ * (cars_rq_word()) for cars_released().
  */
 static inline void cars_reserve(struct cars_sched *s, unsigned long flow,
 				u64 sector, const struct cars_place *pl,
@@ -727,10 +732,14 @@ static inline void cars_reserve(struct cars_sched *s, unsigned long flow,
 	for (i = 0; i < pl->ndies; i++) {
 		struct cars_die *d = &s->die[cars_place_die(pl, i, nr)];
 		u32 pages = per + (i < extra ? 1 : 0);
-		u64 start = d->nreq && d->busy_until > now ? d->busy_until : now;
+		u64 start = cars_die_busy(d, now) ? d->busy_until : now;
+		u32 done = (u32)atomic_read(&d->done);
 
 		/* an erase is per block, not per page: once per die */
 		d->busy_until = start + (op == CARS_OP_ERASE ? t : t * pages);
+		/* more released than reserved: requests the reset forgot */
+		if ((s32)(d->nreq - done) < 0)
+			d->nreq = done;
 		d->nreq++;
 		d->state = state;
 	}
@@ -756,42 +765,22 @@ static inline void cars_reserve(struct cars_sched *s, unsigned long flow,
 }
 
 /*
- * cars_completed_on() - @n requests with a reservation on die @die
- * finished (or left the device otherwise) by @now: a die left with no
- * request predicted on it is idle at once, whatever its estimate said.
- * The glue counts completions per die without its lock and applies each
- * die's count in one call; that is the same as @n cars_completed() calls
- * of placements on @die.  A die the geometry no longer has (nr_dies made
- * smaller meanwhile) is ignored, and no count goes below zero: requests
- * in flight across cars_reset_geometry() give back reservations it forgot.
+ * cars_released() - a request placed at @pl by cars_place() finished (or
+ * left the device otherwise): each of its dies has one request fewer
+ * pending, and one left with none is idle at once, whatever its estimate
+ * said (cars_die_busy()).  Any context, without the caller's lock: one
+ * atomic increment per die, which the next reader of the die sees.  The
+ * dies are those of the geometry in force now (read once): one changed
+ * since the request was placed forgot its reservations
+ * (cars_reset_geometry()).
  */
-static inline void cars_completed_on(struct cars_sched *s, u32 die, u32 n,
-				     u64 now)
+static inline void cars_released(struct cars_sched *s,
+				 const struct cars_place *pl)
 {
-	struct cars_die *d;
-
-	if (die >= s->p.nr_dies || !n)
-		return;
-	d = &s->die[die];
-	if (!d->nreq)
-		return;
-	d->nreq = n < d->nreq ? d->nreq - n : 0;
-	if (!d->nreq && d->busy_until > now)
-		d->busy_until = now;
-}
-
-/*
- * cars_completed() - a request placed at @pl finished (or left the device
- * otherwise) at @now: cars_completed_on() each of its dies.
- */
-static inline void cars_completed(struct cars_sched *s,
-				  const struct cars_place *pl, u64 now)
-{
-	u32 i;
+	u32 nr = READ_ONCE(s->p.nr_dies), i;
 
 	for (i = 0; i < pl->ndies; i++)
-		cars_completed_on(s, cars_place_die(pl, i, s->p.nr_dies), 1,
-				  now);
+		atomic_inc(&s->die[cars_place_die(pl, i, nr)].done);
 }
 
 /*

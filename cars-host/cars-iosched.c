@@ -18,11 +18,12 @@
  * Locking
  * -------
  * cd->lock protects the tunables and struct cars_data from @placed to
- * @die, each CPU's cars_releases.applied and every flow's state but
- * @completed, and is the dispatch lock of the per-CPU dispatch batch
- * records (cd->batch: elevator/iosched-batch.h).  It is taken in
- * task context only (dispatch, bio_merge, sysfs, debugfs), with
- * spin_lock(): insert_requests posts to cd->inbox instead ("Insertion"),
+ * @die but each die's @done (cars-core.h), each CPU's
+ * cars_releases.applied and every flow's state but @completed, and is
+ * the dispatch lock of the per-CPU dispatch batch records (cd->batch:
+ * elevator/iosched-batch.h).  It is taken in task context only
+ * (dispatch, bio_merge, sysfs, debugfs), with spin_lock():
+ * insert_requests posts to cd->inbox instead ("Insertion"),
  * and finish_request, requeue_request and the hrtimer, which can run in
  * hard interrupt context, do not take it (see "Completions").  The
  * merge callbacks run under it (called from blk_mq_sched_try_merge() and
@@ -74,23 +75,20 @@
  * Completions
  * -----------
  * finish_request (and requeue_request of a request that gives its
- * reservations back) takes no lock: it posts the release in its CPU's
- * struct cars_releases, lock-free (cars_post_release()): one count per
- * die the request was placed on, a bit marking the die, and the requests
- * released there.  A holder of cd->lock applies its own CPU's record to
- * the die model and to @released first thing (cars_apply_posted(): one
- * cars_completed_on() per die), and every CPU's before any decision that
- * a release could change (cars_refresh()): a depth bound found full, a
- * head's die found busy, a request of several dies one of which is busy
- * (cars_settle()), a hold, a debugfs read or a new geometry.  A release
- * only frees a slot and makes a die idle sooner, so a request the stale
- * state lets go, the fresh state lets go too, and with the same
- * reservation (an idle die's starts now either way; tests/unit/cars_test.c
- * releases_applied_late_decide_as_applied_at_once).  In the common case
- * a completion comes on the CPU that submitted and dispatched it (a
- * hardware queue per CPU) and its record never leaves that CPU's cache.
- * A die is predicted idle from the next dispatch that looks at it rather
- * than from the completion itself: no decision is made in between.
+ * reservations back) takes no lock: it posts the release lock-free
+ * (cars_post_release()): one atomic count per die the request was placed
+ * on, in the die (cars_released(): a die's pending requests are its
+ * reservations less its releases, both counters), then one in its CPU's
+ * struct cars_releases, the requests released there.  A die is thus
+ * predicted idle from its last request's release, for whichever CPU
+ * looks at it next; the die's line is the one that request's dispatch
+ * wrote.  A holder of cd->lock applies its own CPU's count of released
+ * requests to @released first thing (cars_apply_posted()), and every
+ * CPU's when the depth bound looks full (cars_refresh()), before a hold,
+ * and for the check at exit.  A release only frees a slot, so a request
+ * that the stale count lets go, the fresh one lets go too.  In the common
+ * case a completion comes on the CPU that submitted and dispatched it (a
+ * hardware queue per CPU), and its record never leaves that CPU's cache.
  *
  * Restart
  * -------
@@ -101,8 +99,9 @@
  * request's max_hold_us ends, takes it and re-runs them then.  A release
  * posted while dispatch decided to hold may not see the bit yet: dispatch
  * sets the bit, and, after a full barrier, applies every CPU's record
- * again; the poster counts its release and, after a full barrier, tests
- * the bit; one of the two sees the other (cars_hold()).
+ * again, deciding again if it had releases; the poster counts its dies,
+ * then its release and, after a full barrier, tests the bit; one of the
+ * two sees the other (cars_hold()).
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -182,21 +181,17 @@ enum {
 };
 
 /*
- * Releases of die reservations posted on one CPU without cd->lock
- * ("Completions"), per CPU: written by cars_post_release() in any
- * context, read and emptied by holders of cd->lock, mostly on the same
- * CPU (cars_apply_posted(), cars_apply_all()).  A poster preempted and
- * moved meanwhile may write the record of the CPU it left: only atomics
- * are written without the lock, so that costs a cache line, nothing else.
- * What the applier reads first shares the first line.
+ * Requests released on one CPU without cd->lock ("Completions"), per CPU:
+ * counted by cars_post_release() in any context, read by holders of
+ * cd->lock, mostly on the same CPU (cars_apply_posted(),
+ * cars_apply_all()).  A poster preempted and moved meanwhile may count in
+ * the record of the CPU it left: only the atomic is written without the
+ * lock, so that costs a cache line, nothing else.
  */
 struct cars_releases {
-	/* dies whose @done may be non-zero: set after it, taken before it */
-	unsigned long dies[BITS_TO_LONGS(CARS_MAX_DIES)];
 	/* requests released here since init, counted after their dies */
 	atomic_long_t released;
 	unsigned long applied;		/* of @released: under cd->lock */
-	atomic_t done[CARS_MAX_DIES];	/* per die: releases not applied */
 } ____cacheline_aligned_in_smp;
 
 /* Shared state of the lock-free paths, seldom written. */
@@ -263,6 +258,7 @@ struct cars_data {
 	struct cars_flow *head_flow[CARS_SCAN];
 	struct request *head_rq[CARS_SCAN];
 	struct cars_flow anon;		/* requests without an io_cq */
+	/* each die's @done lock-free: cars_post_release() */
 	struct cars_die die[CARS_MAX_DIES];
 
 	/* lock-free: see struct cars_posted */
@@ -448,30 +444,21 @@ static u64 cars_held_slots(struct cars_data *cd)
 
 /*
  * cars_post_release() - the request whose placement word is @word gives
- * back its slot and die reservations: count them in this CPU's record for
- * a holder of cd->lock ("Completions").  Any context, lock-free; the
- * caller owns the request (it is in no list of CARS's).  The dies are
- * those of the geometry in force now (read once): a geometry changed
- * since the dispatch forgot the reservations, and cars_completed_on()
- * ignores a release it cannot match.  Ordered before the caller's
- * cars_take_held() by a full barrier.
+ * back its slot and die reservations ("Completions"): its dies each have
+ * one request fewer pending (cars_released()), and the request is counted
+ * in this CPU's record for a holder of cd->lock.  Any context, lock-free;
+ * the caller owns the request (it is in no list of CARS's).  Ordered
+ * before the caller's cars_take_held() by a full barrier.
  */
 static void cars_post_release(struct cars_data *cd, u64 word)
 {
 	/* any CPU's record will do: a task moved since posts to the old one */
 	struct cars_releases *r = raw_cpu_ptr(cd->rel);
 	struct cars_place pl = cars_rq_place(word);
-	u32 nr = READ_ONCE(cd->s.p.nr_dies);
-	u32 i, die;
 
-	for (i = 0; i < pl.ndies; i++) {
-		die = cars_place_die(&pl, i, nr);
-		atomic_inc(&r->done[die]);
-		/* pairs with cars_apply_record(): count, then mark the die */
-		smp_mb__after_atomic();
-		if (!test_bit(die, r->dies))
-			set_bit(die, r->dies);
-	}
+	cars_released(&cd->s, &pl);
+	/* the dies released before the request counted: cars_apply_record() */
+	smp_mb__before_atomic();
 	atomic_long_inc(&r->released);
 	/* the release counted before the caller's test: pairs with cars_hold() */
 	smp_mb__after_atomic();
@@ -490,41 +477,23 @@ static u64 cars_now(u64 *now)
 }
 
 /*
- * Apply the releases posted in record @r since it was last applied: the
- * die counts to the die model, with the section's time (cars_now()), the
- * requests to @released.  Each marked die's count is taken after its mark
- * (a full barrier each), so a count posted after the mark was taken
- * leaves the die marked.  Returns whether anything was posted.
+ * Apply the requests released in record @r since it was last applied to
+ * @released; the dies of those requests are read after it (their
+ * releases came first: cars_post_release()).  Returns whether any was.
  */
-static bool cars_apply_record(struct cars_data *cd, struct cars_releases *r,
-			      u64 *now)
+static bool cars_apply_record(struct cars_data *cd, struct cars_releases *r)
 {
-	unsigned long mask, released;
-	bool any = false;
-	u32 w, b;
+	unsigned long released = atomic_long_read(&r->released);
 
 	lockdep_assert_held(&cd->lock);
 
-	for (w = 0; w < ARRAY_SIZE(r->dies); w++) {
-		if (!READ_ONCE(r->dies[w]))
-			continue;
-		mask = xchg(&r->dies[w], 0);
-		for_each_set_bit(b, &mask, BITS_PER_LONG) {
-			u32 die = w * BITS_PER_LONG + b;
-
-			cars_completed_on(&cd->s, die,
-					  atomic_xchg(&r->done[die], 0),
-					  cars_now(now));
-			any = true;
-		}
-	}
-	released = atomic_long_read(&r->released);
-	if (released != r->applied) {
-		cd->released += released - r->applied;
-		r->applied = released;
-		any = true;
-	}
-	return any;
+	if (released == r->applied)
+		return false;
+	cd->released += released - r->applied;
+	r->applied = released;
+	/* the count read before the dies: pairs with cars_post_release() */
+	smp_rmb();
+	return true;
 }
 
 /*
@@ -532,48 +501,33 @@ static bool cars_apply_record(struct cars_data *cd, struct cars_releases *r,
  * under cd->lock that decides does.  Any CPU's record would be correct:
  * this one's is the one likely in this CPU's cache.
  */
-static void cars_apply_posted(struct cars_data *cd, u64 *now)
+static void cars_apply_posted(struct cars_data *cd)
 {
-	cars_apply_record(cd, raw_cpu_ptr(cd->rel), now);
+	cars_apply_record(cd, raw_cpu_ptr(cd->rel));
 }
 
-/* Apply every CPU's record; returns whether anything was posted. */
-static bool cars_apply_all(struct cars_data *cd, u64 *now)
+/* Apply every CPU's record; returns whether any had releases. */
+static bool cars_apply_all(struct cars_data *cd)
 {
 	bool any = false;
 	int cpu;
 
 	for_each_possible_cpu(cpu)
-		any |= cars_apply_record(cd, per_cpu_ptr(cd->rel, cpu), now);
+		any |= cars_apply_record(cd, per_cpu_ptr(cd->rel, cpu));
 	return any;
 }
 
 /*
- * A decision that a release could change is about to go against a
- * request: apply every CPU's record first, once a section (*@all).
- * Returns whether it applied them now, i.e. whether to decide again.
+ * The depth bound is found full: apply every CPU's record first, once a
+ * section (*@all).  Returns whether it applied them now.
  */
-static bool cars_refresh(struct cars_data *cd, u64 *now, bool *all)
+static bool cars_refresh(struct cars_data *cd, bool *all)
 {
 	if (*all)
 		return false;
 	*all = true;
-	cars_apply_all(cd, now);
+	cars_apply_all(cd);
 	return true;
-}
-
-/*
- * The first head goes, placed at @pl by cars_pick_first(): its first die
- * is idle, and so it is with every release applied.  Its other dies must
- * be idle too, or a release not applied would start its reservation on
- * one of them late (cars_place_idle()): then every CPU's are applied
- * first.  Placement does not depend on the releases: @pl stands.
- */
-static void cars_settle(struct cars_data *cd, const struct cars_place *pl,
-			u64 *now, bool *all)
-{
-	if (pl->ndies > 1 && !*all && !cars_place_idle(&cd->s, pl, *now))
-		cars_refresh(cd, now, all);
 }
 
 /*
@@ -583,13 +537,8 @@ static void cars_settle(struct cars_data *cd, const struct cars_place *pl,
  */
 static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
 {
-	u64 now = 0;
-
 	lockdep_assert_held(&cd->lock);
 
-	/* releases posted for the old geometry go to it, not the new one */
-	if (geometry)
-		cars_apply_all(cd, &now);
 	cd->s.p = cars_params_of(cd);
 	if (geometry)
 		cars_reset_geometry(&cd->s, cd->map_mem, CARS_MAP_CHUNKS);
@@ -603,14 +552,14 @@ static void cars_apply(struct cars_data *cd, bool geometry, bool cache)
  * whether one held a release, whose poster may have tested the flag
  * before it was set: the caller then decides again.
  */
-static bool cars_hold(struct cars_data *cd, u64 *now)
+static bool cars_hold(struct cars_data *cd)
 {
 	lockdep_assert_held(&cd->lock);
 
 	set_bit(CARS_HELD, &cd->posted.flags);
 	/* pairs with cars_post_release(): the flag set before the reads */
 	smp_mb__after_atomic();
-	return cars_apply_all(cd, now);
+	return cars_apply_all(cd);
 }
 
 /*
@@ -826,8 +775,8 @@ static __always_inline void cars_send(struct cars_data *cd,
  * dispatch batch (NULL: none, or any may follow); the pick of a request
  * of another ends the batch, so that the requests reach the device in the
  * order their dies were predicted in (elevator/iosched-batch.h).
- * @now: the section's time (cars_now()); *@all: every CPU's releases
- * were applied in the section (cars_refresh()).  Sets *@again when it
+ * @now: the section's time (cars_now()); *@all: every CPU's released
+ * requests were applied in the section (cars_refresh()).  Sets *@again when it
  * held requests back as a release was posted: the caller decides again
  * (cars_hold()).
  */
@@ -856,9 +805,9 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 		return NULL;
 	depth = cars_cur_depth(cd);
 	if (cars_held_slots(cd) >= depth)
-		cars_refresh(cd, now, all);
+		cars_refresh(cd, all);
 	if (cars_held_slots(cd) >= depth) {
-		*again = cars_hold(cd, now);
+		*again = cars_hold(cd);
 		if (!*again)
 			this_cpu_inc(cd->counts->held_depth);
 		return NULL;
@@ -869,12 +818,8 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 					     queuelist));
 	first = cars_pick_first(&cd->s, &cd->heads[0], cars_now(now), &pl,
 				&hit);
-	if (!first && cars_refresh(cd, now, all))
-		first = cars_pick_first(&cd->s, &cd->heads[0], *now, &pl,
-					&hit);
 	if (first) {
 		c = (struct cars_choice){ .idx = 0, .first_skip = CARS_NONE };
-		cars_settle(cd, &pl, now, all);
 	} else {
 		/*
 		 * The full pick weighs each head's wait: by the clock, as a
@@ -905,7 +850,7 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
 				c.skipped[CARS_SKIP_THROTTLE],
 				c.idx != CARS_NONE);
 	if (c.idx == CARS_NONE) {
-		*again = cars_hold(cd, now);
+		*again = cars_hold(cd);
 		if (!*again) {
 			this_cpu_inc(cd->counts->held_conflict);
 			cars_arm_timer(cd, c.wake_at);
@@ -931,15 +876,14 @@ static struct request *__cars_dispatch_request(struct cars_data *cd,
  * list, which a request sent at once only passes through: the same
  * placement, counters and events.  Else it is inserted as
  * cars_insert_request() inserts it (@free as there) for the caller's
- * decision, which applies every CPU's releases where they would refuse
- * it.  @now and @all as __cars_dispatch_request()'s.  Returns @rq if it
+ * decision, which applies every CPU's releases where the depth would
+ * refuse it.  @now as __cars_dispatch_request()'s.  Returns @rq if it
  * went.
  */
 static struct request *cars_dispatch_lone(struct cars_data *cd,
 					  struct request *rq,
 					  const struct blk_mq_hw_ctx *batch,
-					  u64 *now, bool *all,
-					  struct list_head *free)
+					  u64 *now, struct list_head *free)
 {
 	struct cars_choice c = { .idx = 0, .first_skip = CARS_NONE };
 	struct cars_head h;	/* not cd->heads[0]: a line less to write */
@@ -957,7 +901,6 @@ static struct request *cars_dispatch_lone(struct cars_data *cd,
 	cars_head_of(&h, f, rq);
 	if (!cars_pick_first(&cd->s, &h, cars_now(now), &pl, &hit))
 		goto insert;
-	cars_settle(cd, &pl, now, all);
 	cars_rq_put(rq, CARS_RQ_OWNED);
 	cars_send(cd, f, rq, &c, &pl, hit, *now);
 	return rq;
@@ -977,11 +920,11 @@ static struct request *cars_dispatch_request(struct blk_mq_hw_ctx *hctx)
 
 	spin_lock(&cd->lock);
 	batch = iosched_batch(cd->batch, hctx);
-	cars_apply_posted(cd, &now);
+	cars_apply_posted(cd);
 	rq = iosched_inbox_take(&cd->inbox);
 	if (rq && !rq->rq_next && !cd->queued) {
 		/* one request and nothing queued: decided as it is taken */
-		rq = cars_dispatch_lone(cd, rq, batch, &now, &all, &free);
+		rq = cars_dispatch_lone(cd, rq, batch, &now, &free);
 	} else {
 		cars_insert_list(cd, rq, &free);
 		rq = NULL;
@@ -1424,7 +1367,6 @@ static int cars_dbg_dies_show(void *data, struct seq_file *m)
 	u32 i;
 
 	spin_lock(&cd->lock);
-	cars_apply_all(cd, &now);
 	cars_now(&now);
 	for (i = 0; i < cd->s.p.nr_dies; i++) {
 		const struct cars_die *d = &cd->die[i];
@@ -1433,7 +1375,7 @@ static int cars_dbg_dies_show(void *data, struct seq_file *m)
 		seq_printf(m, "die %u %s left_ns %llu requests %u\n", i,
 			   cars_state_name[st],
 			   st == CARS_DIE_IDLE ? 0 : d->busy_until - now,
-			   d->nreq);
+			   cars_die_pending(d));
 	}
 	spin_unlock(&cd->lock);
 	return 0;

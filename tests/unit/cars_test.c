@@ -216,18 +216,26 @@ TEST(dies_queue_operations_and_idle_on_completion)
 	CHECK_EQ(cars_die_state(&f.die[0], now + p.write_ns + p.read_ns),
 		 CARS_DIE_IDLE);
 	/* completion first: idle as soon as the last request is done */
-	cars_completed(&f.s, &w, now + 20);
+	cars_released(&f.s, &w);
 	CHECK_EQ(cars_die_state(&f.die[0], now + 30), CARS_DIE_READ);
-	cars_completed(&f.s, &r1, now + 40);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 1);
+	cars_released(&f.s, &r1);
 	CHECK_EQ(cars_die_state(&f.die[0], now + 41), CARS_DIE_IDLE);
-	CHECK_EQ(f.die[0].busy_until, now + 40);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 0);
 	/* a new op on an idle die starts now, not after the old estimate */
 	r2 = cars_dispatched(&f.s, 2, 0, 8, CARS_OP_READ, now + 50);
 	CHECK_EQ(f.die[0].busy_until, now + 50 + p.read_ns);
-	cars_completed(&f.s, &r2, now + 60);
-	/* a completion never drives the count below zero */
-	cars_completed(&f.s, &r2, now + 70);
-	CHECK_EQ(f.die[0].nreq, 0);
+	cars_released(&f.s, &r2);
+	/* more releases than reservations never make a count below zero */
+	cars_released(&f.s, &r2);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 0);
+	CHECK_EQ(cars_die_state(&f.die[0], now + 70), CARS_DIE_IDLE);
+	/* ... and the next reservation counts from none pending */
+	r2 = cars_dispatched(&f.s, 2, 0, 8, CARS_OP_READ, now + 80);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 1);
+	CHECK_EQ(cars_die_state(&f.die[0], now + 81), CARS_DIE_READ);
+	cars_released(&f.s, &r2);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 0);
 	/* a discard erases once per die */
 	r2 = cars_dispatched(&f.s, 3, 0, 8 * 4, CARS_OP_ERASE, now + 100);
 	CHECK_EQ(r2.ndies, 2);
@@ -560,8 +568,13 @@ TEST(pick_first_agrees_with_pick)
 			cars_dispatched(&f.s, 1 + rng() % 3,
 					(u64)(rng() % 4096) * 8, 8, op, now);
 		}
-		if (rng() % 3 == 0)
-			cars_completed_on(&f.s, rng() % DIES, 1, now);
+		if (rng() % 3 == 0) {
+			struct cars_place one = {
+				.die = rng() % DIES, .ndies = 1, .npages = 1,
+			};
+
+			cars_released(&f.s, &one);
+		}
 		f.s.p.filter = rng() % 8 != 0;
 		n = 1 + rng() % ARRAY_SIZE(h);
 		for (i = 0; i < n; i++) {
@@ -745,7 +758,7 @@ static struct model md_run(bool filter)
 			inflight[first] = inflight[--nin];
 			if (rq->end > now)
 				now = rq->end;
-			cars_completed(&f.s, &rq->pl, now);
+			cars_released(&f.s, &rq->pl);
 			finished++;
 			if (made < MD_REQS) {
 				struct md_rq *nrq = &rqs[made];
@@ -779,176 +792,62 @@ TEST(model_prediction_is_exact_and_the_filter_avoids_programs)
 }
 
 /*
- * One of the @*nq requests placed at @q, at random, completes at @now:
- * applied at once to @s, its dies counted in @posted for a scheduler that
- * applies them later (the glue's records: cars_completed_on()).
+ * The glue releases without its lock (cars_released(): a die's @done
+ * counts up beside its @nreq): the pending count is their difference
+ * across the counters' wrap, and releases of requests a reset forgot
+ * (cars_reset_geometry(), a geometry changed with requests in flight)
+ * leave none pending, not fewer, with the next reservation counted from
+ * there.
  */
-static void complete_one(struct cars_sched *s, struct cars_place *q, u32 *nq,
-			 u32 *posted, u64 now)
+TEST(die_counts_wrap_and_survive_a_reset)
 {
-	u32 i = rng() % *nq, d;
+	struct fixture f;
+	struct cars_params p = params(4);
+	struct cars_place r[3], one;
+	u64 now = 1000;
+	u32 i;
 
-	cars_completed(s, &q[i], now);
-	for (d = 0; d < q[i].ndies; d++)
-		posted[cars_place_die(&q[i], d, s->p.nr_dies)]++;
-	q[i] = q[--*nq];
-}
+	setup(&f, &p, 4, 0);
+	/* near the wrap: three reads of page 0 (die 0, striped) across it */
+	f.die[0].nreq = UINT32_MAX - 1;
+	atomic_set(&f.die[0].done, (int)(UINT32_MAX - 1));
+	CHECK_EQ(cars_die_pending(&f.die[0]), 0);
+	for (i = 0; i < 3; i++)
+		r[i] = cars_dispatched(&f.s, 1, 0, 8, CARS_OP_READ, now);
+	CHECK_EQ(r[2].die, 0);
+	CHECK_EQ(f.die[0].nreq, 1);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 3);
+	CHECK_EQ(cars_die_state(&f.die[0], now + 1), CARS_DIE_READ);
+	for (i = 0; i < 3; i++)
+		cars_released(&f.s, &r[i]);
+	CHECK_EQ(cars_die_pending(&f.die[0]), 0);
+	CHECK_EQ(cars_die_state(&f.die[0], now + 1), CARS_DIE_IDLE);
 
-/*
- * The glue counts completions per die without its lock and applies each
- * die's count at the next dispatch (cars_completed_on()); the one-by-one
- * model (cars_completed() at each completion's time) must give the same
- * dies and the same picks from then on: counts equal, estimates equal
- * where a die still has requests, states equal at and after the apply.
- */
-TEST(completions_counted_per_die_match_one_by_one)
-{
-	enum { DIES = 6, STEPS = 20000, MAXQ = 64 };
-	struct fixture a, b;
-	struct cars_params p = params(DIES);
-	struct cars_place q[MAXQ];
-	u32 nq = 0, posted[DIES], step, d;
-	u64 now = 1000000;
-	bool pending = false;
-
-	setup(&a, &p, 64, 0);
-	setup(&b, &p, 64, 0);
-	rng_state = 11;
-	memset(posted, 0, sizeof(posted));
-	for (step = 0; step < STEPS; step++) {
-		u32 r = rng() % 8;
-
-		now += rng() % 200000;
-		if (r < 4 && nq < MAXQ) {
-			/* a dispatch: the glue applies what was posted first */
-			enum cars_op op = rng() % 3 == 0 ? CARS_OP_WRITE :
-					  rng() % 10 == 0 ? CARS_OP_ERASE :
-					  CARS_OP_READ;
-			u64 page = rng() % 4096;
-			u32 pages = 1 + (rng() % 4 == 0 ? rng() % 9 : 0);
-			struct cars_head h = {
-				.flow = 1 + rng() % 3, .sector = page * 8,
-				.nr_sectors = pages * 8, .op = op,
-				.arrival = now - rng() % 3000000,
-			};
-			struct cars_choice ca, cb;
-			struct cars_place pa, pb;
-
-			for (d = 0; d < DIES; d++) {
-				cars_completed_on(&b.s, d, posted[d], now);
-				posted[d] = 0;
-			}
-			for (d = 0; pending && d < DIES; d++) {
-				CHECK_EQ(a.die[d].nreq, b.die[d].nreq);
-				if (a.die[d].nreq)
-					CHECK_EQ(a.die[d].busy_until,
-						 b.die[d].busy_until);
-				CHECK_EQ(cars_die_state(&a.die[d], now),
-					 cars_die_state(&b.die[d], now));
-			}
-			pending = false;
-			ca = cars_pick(&a.s, &h, 1, now, false);
-			cb = cars_pick(&b.s, &h, 1, now, false);
-			CHECK_EQ(ca.idx, cb.idx);
-			CHECK_EQ(ca.wake_at, cb.wake_at);
-			pa = cars_dispatched(&a.s, h.flow, h.sector,
-					     h.nr_sectors, op, now);
-			pb = cars_dispatched(&b.s, h.flow, h.sector,
-					     h.nr_sectors, op, now);
-			CHECK_EQ(cars_rq_word(&pa), cars_rq_word(&pb));
-			q[nq++] = pa;
-		} else if (nq) {
-			/* a completion: applied at once in a, posted in b */
-			complete_one(&a.s, q, &nq, posted, now);
-			pending = true;
-		}
-	}
-	/* a release of a die the geometry no longer has changes nothing */
-	cars_completed_on(&b.s, DIES, 5, now);
-	cars_completed_on(&b.s, 0, 1000, now);
-	CHECK_EQ(b.die[0].nreq, 0);
-	done(&a);
-	done(&b);
-}
-
-/*
- * The glue applies another CPU's releases only before a decision that
- * they could change (cars-iosched.c, "Completions"): when the first
- * head's die looks busy, the depth full, before a hold, or before
- * reserving a request of several dies one of which looks busy.  That
- * rests on this: a state missing some releases lets the first head go
- * only if the state with them does, with the same placement, and where
- * all its dies look idle, with the same reservation.  Scheduler a applies
- * what was posted only in those cases (then decides again), b applies
- * every completion at once.
- */
-TEST(releases_applied_late_decide_as_applied_at_once)
-{
-	enum { DIES = 6, STEPS = 40000, MAXQ = 64 };
-	struct fixture a, b;
-	struct cars_params p = params(DIES);
-	struct cars_place q[MAXQ];
-	u32 nq = 0, posted[DIES], step, i, d, late = 0, refreshed = 0;
-	u64 now = 1000000;
-
-	p.throttle_size = 0;
-	setup(&a, &p, 64, 0);
-	setup(&b, &p, 64, 0);
-	rng_state = 29;
-	memset(posted, 0, sizeof(posted));
-	for (step = 0; step < STEPS; step++) {
-		now += rng() % 100000;
-		if (rng() % 2 && nq < MAXQ) {
-			enum cars_op op = rng() % 3 == 0 ? CARS_OP_WRITE :
-					  CARS_OP_READ;
-			u32 pages = 1 + (rng() % 4 == 0 ? rng() % 9 : 0);
-			struct cars_head h = {
-				.flow = 1 + rng() % 3,
-				.sector = (u64)(rng() % 4096) * 8,
-				.nr_sectors = pages * 8, .op = op,
-				.arrival = now,
-			};
-			struct cars_place pa, pb;
-			bool fa, fb, ha, hb, pending = false;
-
-			for (d = 0; d < DIES; d++)
-				pending |= posted[d] != 0;
-			fa = cars_pick_first(&a.s, &h, now, &pa, &ha);
-			fb = cars_pick_first(&b.s, &h, now, &pb, &hb);
-			if (pending &&
-			    (!fa || !cars_place_idle(&a.s, &pa, now))) {
-				/* the glue applies every release */
-				for (d = 0; d < DIES; d++) {
-					cars_completed_on(&a.s, d, posted[d], now);
-					posted[d] = 0;
-				}
-				fa = cars_pick_first(&a.s, &h, now, &pa, &ha);
-				refreshed++;
-			} else if (fa && pending) {
-				late++;
-			}
-			CHECK_EQ(fa, fb);
-			if (!fa)
-				continue;
-			CHECK_EQ(cars_rq_word(&pa), cars_rq_word(&pb));
-			CHECK_EQ(ha, hb);
-			cars_reserve(&a.s, h.flow, h.sector, &pa, ha, now);
-			cars_reserve(&b.s, h.flow, h.sector, &pb, hb, now);
-			for (i = 0; i < pa.ndies; i++) {
-				d = cars_place_die(&pa, i, DIES);
-				CHECK_EQ(a.die[d].busy_until, b.die[d].busy_until);
-				CHECK_EQ(a.die[d].nreq, b.die[d].nreq + posted[d]);
-			}
-			q[nq++] = pa;
-		} else if (nq) {
-			/* a completion: at once in b, posted for a */
-			complete_one(&b.s, q, &nq, posted, now);
-		}
-	}
-	/* both paths were taken, many times */
-	CHECK(late > 1000 && refreshed > 1000);
-	done(&a);
-	done(&b);
+	/* two reads on die 3 in flight across a reset to 2 dies */
+	r[0] = cars_dispatched(&f.s, 1, 3 * 8, 8, CARS_OP_READ, now);
+	r[1] = cars_dispatched(&f.s, 1, 3 * 8, 8, CARS_OP_READ, now);
+	CHECK_EQ(r[0].die, 3);
+	CHECK_EQ(cars_die_pending(&f.die[3]), 2);
+	f.s.p.nr_dies = 2;
+	cars_reset_geometry(&f.s, f.map_mem, 4);
+	for (i = 0; i < 2; i++)
+		CHECK_EQ(cars_die_pending(&f.die[i]), 0);
+	/* their releases go to die 1 (3 mod 2), which they leave at none */
+	one = cars_dispatched(&f.s, 2, 1 * 8, 8, CARS_OP_READ, now + 10);
+	CHECK_EQ(one.die, 1);
+	cars_released(&f.s, &one);
+	cars_released(&f.s, &r[0]);
+	cars_released(&f.s, &r[1]);
+	CHECK_EQ(cars_die_pending(&f.die[1]), 0);
+	CHECK_EQ(cars_die_state(&f.die[1], now + 11), CARS_DIE_IDLE);
+	/* the next reservation counts from none pending, and its release */
+	one = cars_dispatched(&f.s, 2, 1 * 8, 8, CARS_OP_READ, now + 20);
+	CHECK_EQ(cars_die_pending(&f.die[1]), 1);
+	CHECK_EQ(f.die[1].busy_until, now + 20 + p.read_ns);
+	CHECK_EQ(cars_die_state(&f.die[1], now + 21), CARS_DIE_READ);
+	cars_released(&f.s, &one);
+	CHECK_EQ(cars_die_state(&f.die[1], now + 21), CARS_DIE_IDLE);
+	done(&f);
 }
 
 UNIT_MAIN(UNIT(lru_matches_a_naive_model),
@@ -956,8 +855,7 @@ UNIT_MAIN(UNIT(lru_matches_a_naive_model),
 	  UNIT(placement_of_reads_and_writes),
 	  UNIT(placement_arithmetic_matches_plain_division),
 	  UNIT(dies_queue_operations_and_idle_on_completion),
-	  UNIT(completions_counted_per_die_match_one_by_one),
-	  UNIT(releases_applied_late_decide_as_applied_at_once),
+	  UNIT(die_counts_wrap_and_survive_a_reset),
 	  UNIT(rq_word_round_trips),
 	  UNIT(pick_skips_busy_dies_in_round_robin_order),
 	  UNIT(pick_looks_past_a_flows_oldest),

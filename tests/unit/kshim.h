@@ -215,4 +215,24 @@ static inline void list_add_tail(struct list_head *new, struct list_head *head)
 	__atomic_compare_exchange_n(ptr, oldp, new, false, __ATOMIC_SEQ_CST, \
 				    __ATOMIC_RELAXED)
 
+/* The kernel's atomic_t (cars-core.h's die counts), the same builtins. */
+typedef struct {
+	int counter;
+} atomic_t;
+
+static inline int atomic_read(const atomic_t *v)
+{
+	return __atomic_load_n(&v->counter, __ATOMIC_RELAXED);
+}
+
+static inline void atomic_set(atomic_t *v, int i)
+{
+	__atomic_store_n(&v->counter, i, __ATOMIC_RELAXED);
+}
+
+static inline void atomic_inc(atomic_t *v)
+{
+	__atomic_fetch_add(&v->counter, 1, __ATOMIC_RELAXED);
+}
+
 #endif /* _KSHIM_H */
