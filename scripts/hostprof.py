@@ -23,6 +23,17 @@ kind in host microseconds per I/O.  The job is tbprof's (fio_job()),
 each job pinned to its own vCPU (cpus_allowed_policy=split).  Timed
 figures move 10-15 % from run to run: compare schedulers in the same
 boot, over --reps.  Needs perf (Debian's linux-perf).
+
+With --spin the guest also times, in each whole fio run, every call of
+the spinlock slow path (native_queued_spin_lock_slowpath, where a CPU
+waits for a contended spinlock or its queue: any lock's, the elevator's
+and the rest of the kernel's) with ftrace's function_graph tracer, and
+each run's line gives its contended acquisitions per 1000 I/Os and the
+guest microseconds spent in them per I/O: what lock waiting costs,
+including waits for a holder whose vCPU the host descheduled.  Enabling
+the tracer patches one call site of kernel text, which multi-threaded
+TCG now and then gets wrong (tests/README.md, The VM test bed): a guest
+that dies so is a run to repeat.
 """
 from __future__ import annotations
 
@@ -47,6 +58,11 @@ LOOKUP = ("helper_lookup_tb_ptr", "qht_lookup_custom", "curr_cflags")
 SOFTMMU = re.compile(r"(tlb_\w+|probe_access\w*|get_page_addr_code\w*|helper_(ld|st)\w*_mmu"
                      r"|cpu_(ld|st)\w*|x86_cpu_tlb_fill)")
 _LINE = re.compile(r"\s*[\d.]+%\s+(\d+)\s+(.+?)\s+\[(.)\]\s+(.*\S)\s*$")
+#: where a guest CPU waits for a contended spinlock (--spin)
+SPIN_FUNC = "native_queued_spin_lock_slowpath"
+TRACEFS = "/sys/kernel/tracing"
+#: function_graph's line of a call without callees traced: "CPU) [marker] D us | f();"
+_GRAPH = re.compile(r"^\s*\d+\)\s+(?:[-+!#*@$]\s+)?([\d.]+) us\s+\|\s+(\w+)\(\);")
 
 
 def parse_exports(nm_text: str) -> tbprof.Symbols:
@@ -103,6 +119,48 @@ def parse_report(text: str, exports: tbprof.Symbols | None = None) -> dict[str, 
     return {k: 100 * v / total if total else 0.0 for k, v in n.items()}
 
 
+def spin_setup_command() -> str:
+    """The guest's command that readies function_graph on SPIN_FUNC alone,
+    with tracing off (spin_run_command() turns it on around a run)."""
+    t = TRACEFS
+    return (f"{{ [ -e {t}/trace ] || mount -t tracefs nodev {t}; }} && "
+            f"echo 0 > {t}/tracing_on && echo {SPIN_FUNC} > {t}/set_ftrace_filter && "
+            f"echo function_graph > {t}/current_tracer && echo 16384 > {t}/buffer_size_kb")
+
+
+def spin_run_command(job: str) -> str:
+    """The guest's command that runs @job (fio, terse) traced: a line "kib
+    N", its read KiB, then the trace, then each CPU's overrun count."""
+    t = TRACEFS
+    return (f"echo > {t}/trace && echo 1 > {t}/tracing_on && {job} > /tmp/hostprof.fio; "
+            f"rc=$?; echo 0 > {t}/tracing_on; [ $rc = 0 ] || exit $rc; "
+            f"echo kib $(cut -d';' -f6 /tmp/hostprof.fio) && grep ' us ' {t}/trace; "
+            f"grep -h '^overrun' {t}/per_cpu/cpu*/stats")
+
+
+def parse_spin(text: str) -> tuple[int, int, float]:
+    """spin_run_command()'s output @text: fio's read KiB, the calls of
+    SPIN_FUNC in the trace and the microseconds they took.  A ring buffer
+    that overran (a line "overrun N", N > 0) is an error, as calls would
+    be missing, and so is output without the KiB."""
+    kib, calls, us = None, 0, 0.0
+    for line in text.splitlines():
+        if line.startswith("kib "):
+            kib = int(line.split()[1])
+        elif line.startswith("overrun"):
+            if int(line.split()[-1]):
+                raise ValueError(f"the trace buffer overran ({line.strip()}): calls are "
+                                 "missing")
+            continue
+        m = _GRAPH.match(line)
+        if m and m.group(2) == SPIN_FUNC:
+            calls += 1
+            us += float(m.group(1))
+    if kib is None:
+        raise ValueError(f"no fio result in the output: {text[-500:]}")
+    return kib, calls, us
+
+
 def per_io(shares: dict[str, float], cpu_s: float, ios: float) -> dict[str, float]:
     """@shares (percent) of @cpu_s host CPU seconds over @ios I/Os, in us."""
     if ios <= 0:
@@ -110,13 +168,20 @@ def per_io(shares: dict[str, float], cpu_s: float, ios: float) -> dict[str, floa
     return {k: v / 100 * cpu_s * 1e6 / ios for k, v in shares.items()}
 
 
-def render(rows: Iterable[tuple[str, float, dict[str, float]]]) -> str:
-    """One line per run: its label, IOPS, host us per I/O by kind, total."""
+Row = tuple[str, float, dict[str, float], tuple[float, float] | None]
+
+
+def render(rows: Iterable[Row], spin: bool = False) -> str:
+    """One line per run: its label, IOPS, host us per I/O by kind, total;
+    with @spin the guest's contended spinlock acquisitions per 1000 I/Os
+    and the guest us an I/O waited in them (a row's last item)."""
     lines = ["host us per I/O".ljust(28) + f"{'IOPS':>9}"
-             + "".join(f"{k:>12}" for k in KINDS) + f"{'total':>9}"]
-    for label, iops, us in rows:
+             + "".join(f"{k:>12}" for k in KINDS) + f"{'total':>9}"
+             + (f"{'spins/1k IO':>13}{'spin us/IO':>12}" if spin else "")]
+    for label, iops, us, sp in rows:
         lines.append(label.ljust(28) + f"{iops:>9.0f}"
-                     + "".join(f"{us[k]:>12.2f}" for k in KINDS) + f"{sum(us.values()):>9.2f}")
+                     + "".join(f"{us[k]:>12.2f}" for k in KINDS) + f"{sum(us.values()):>9.2f}"
+                     + (f"{sp[0]:>13.2f}{sp[1]:>12.3f}" if spin and sp else ""))
     return "\n".join(lines)
 
 
@@ -134,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep each run's perf.data in DIR (REP-SCHED.data) for perf report")
     p.add_argument("--no-build", action="store_true",
                    help="boot with the modules already in .build/KERNEL")
+    p.add_argument("--spin", action="store_true",
+                   help="also time the guest's contended spinlock acquisitions in each run "
+                        "(ftrace function_graph on " + SPIN_FUNC + ")")
     a = p.parse_args(argv)
     if a.jobs not in (1, 2) or a.runtime < 3 or a.reps < 1:
         p.error("--jobs 1 or 2, --runtime at least 3, --reps at least 1")
@@ -154,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     exports = exported(next(c for c in vmbed.qemu_command()
                             if c.endswith("qemu-system-x86_64")))
     window = a.runtime - 2
-    rows: list[tuple[str, float, dict[str, float]]] = []
+    rows: list[Row] = []
     with booted(a.kernel, build=not a.no_build, tcg_thread="multi", smp=2) as target, \
             tempfile.TemporaryDirectory(prefix="hostprof-") as tmp:
         out_dir = a.keep or Path(tmp)
@@ -162,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         vm = target.vm
         assert vm.proc is not None
         pid = vm.proc.pid
-        r = vm.run(tbprof.load_command(NULL_BLK, modules.elevators().values()) + " true")
+        r = vm.run(tbprof.load_command(NULL_BLK, modules.elevators().values()) + " true"
+                   + (" && " + spin_setup_command() if a.spin else ""))
         if not r.ok:
             raise RuntimeError(f"setting up the guest failed: {r.out[-2000:]}")
         for rep in range(a.reps):
@@ -186,21 +255,30 @@ def main(argv: list[str] | None = None) -> int:
 
                 th = threading.Thread(target=record)
                 th.start()
-                r = vm.run(f"{job} --runtime={a.runtime:g} | cut -d';' -f6", timeout=600)
+                run = f"{job} --runtime={a.runtime:g}"
+                r = vm.run(spin_run_command(run) if a.spin else f"{run} | cut -d';' -f6",
+                           timeout=600)
                 th.join()
                 if not r.ok:
                     raise RuntimeError(f"{s}: fio failed: {r.out[-2000:]}")
                 if not rec or rec[0].returncode != 0:
                     raise RuntimeError(f"{s}: perf record failed: "
                                        + (rec[0].stderr[-2000:] if rec else "no result"))
-                iops = int(r.out.strip().split()[-1]) * 1024 / tbprof.BS / a.runtime
+                sp = None
+                if a.spin:
+                    kib, calls, spin_us = parse_spin(r.out)
+                    ios = kib * 1024 / tbprof.BS
+                    sp = (calls * 1000 / ios, spin_us / ios)
+                else:
+                    kib = int(r.out.strip().split()[-1])
+                iops = kib * 1024 / tbprof.BS / a.runtime
                 rep_out = subprocess.run([perf, "report", "-i", str(data), "--stdio",
                                           "--no-children", "-n", "--sort", "dso,sym"],
                                          check=True, capture_output=True, text=True).stdout
                 us = per_io(parse_report(rep_out, exports), cpu[0], iops * window)
-                rows.append((f"{s} (run {rep + 1})", iops, us))
-                print(render(rows[-1:]).splitlines()[1], flush=True)
-    print(render(rows))
+                rows.append((f"{s} (run {rep + 1})", iops, us, sp))
+                print(render(rows[-1:], a.spin).splitlines()[1], flush=True)
+    print(render(rows, a.spin))
     return 0
 
 

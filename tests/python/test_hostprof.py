@@ -82,9 +82,51 @@ def test_shares_become_host_microseconds_per_io() -> None:
 
 def test_table_has_a_line_per_run_and_totals() -> None:
     us = dict.fromkeys(hostprof.KINDS, 1.0)
-    lines = hostprof.render([("fifo-ref (run 1)", 120000.4, us)]).splitlines()
+    lines = hostprof.render([("fifo-ref (run 1)", 120000.4, us, None)]).splitlines()
     assert lines[0].split()[:5] == ["host", "us", "per", "I/O", "IOPS"]
     assert lines[1].split() == ["fifo-ref", "(run", "1)", "120000"] + ["1.00"] * 8 + ["8.00"]
+    # --spin: two columns more
+    lines = hostprof.render([("cars (run 2)", 90000.0, us, (0.81, 0.0425))],
+                            spin=True).splitlines()
+    assert lines[0].split()[-4:] == ["spins/1k", "IO", "spin", "us/IO"]
+    assert lines[1].split()[-3:] == ["8.00", "0.81", "0.043"]
+
+
+# spin_run_command()'s output: fio's KiB, function_graph's lines, the overruns
+SPIN = """\
+kib 600000
+ 0)   9.870 us    |  native_queued_spin_lock_slowpath();
+ 1) + 12.250 us   |  native_queued_spin_lock_slowpath();
+ 1) ! 150.500 us  |  native_queued_spin_lock_slowpath();
+ 0)   0.900 us    |  some_other_function();
+overrun: 0
+overrun: 0
+"""
+
+
+def test_spin_sums_the_slow_paths_calls_and_time() -> None:
+    kib, calls, us = hostprof.parse_spin(SPIN)
+    assert (kib, calls) == (600000, 3)
+    assert us == pytest.approx(9.87 + 12.25 + 150.5)
+
+
+def test_spin_refuses_an_overrun_buffer_and_a_missing_result() -> None:
+    with pytest.raises(ValueError, match="overran"):
+        hostprof.parse_spin(SPIN.replace("overrun: 0", "overrun: 12", 1))
+    with pytest.raises(ValueError, match="no fio result"):
+        hostprof.parse_spin(SPIN.replace("kib 600000\n", ""))
+
+
+def test_spin_commands_trace_the_slow_path_around_the_job_only() -> None:
+    setup = hostprof.spin_setup_command()
+    assert f"echo {hostprof.SPIN_FUNC} > /sys/kernel/tracing/set_ftrace_filter" in setup
+    assert "function_graph > /sys/kernel/tracing/current_tracer" in setup
+    assert "echo 0 > /sys/kernel/tracing/tracing_on" in setup
+    run = hostprof.spin_run_command("fio --name=j")
+    on, job, off = (run.index(x) for x in ("echo 1 > /sys/kernel/tracing/tracing_on",
+                                           "fio --name=j", "echo 0 > /sys/kernel/tracing/tracing_on"))
+    assert on < job < off
+    assert "echo kib" in run and "overrun" in run
 
 
 def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
