@@ -776,9 +776,9 @@ static __always_inline void cars_send(struct cars_data *cd,
  * of another ends the batch, so that the requests reach the device in the
  * order their dies were predicted in (elevator/iosched-batch.h).
  * @now: the section's time (cars_now()); *@all: every CPU's released
- * requests were applied in the section (cars_refresh()).  Sets *@again when it
- * held requests back as a release was posted: the caller decides again
- * (cars_hold()).
+ * requests were applied in the section (cars_refresh()).  Sets *@again
+ * when it held requests back as a release was posted: the caller decides
+ * again (cars_hold()).
  */
 static struct request *__cars_dispatch_request(struct cars_data *cd,
 					       const struct blk_mq_hw_ctx *batch,
