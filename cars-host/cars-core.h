@@ -406,11 +406,14 @@ static inline u64 cars_page(const struct cars_params *p, u64 sector)
 
 /*
  * cars_place() - the dies a request is predicted to occupy.  @hit (may be
- * NULL) tells whether a read's die came from the record of writes.
+ * NULL) tells whether a read's die came from the record of writes.  Like
+ * cars_pick_first() and cars_reserve(), inlined always: each runs once
+ * per request dispatched, and as calls they were out of line, their
+ * prologues and returns a good part of their cost.
  */
-static inline struct cars_place cars_place(const struct cars_sched *s,
-					   u64 sector, u32 nr_sectors,
-					   enum cars_op op, bool *hit)
+static __always_inline struct cars_place
+cars_place(const struct cars_sched *s, u64 sector, u32 nr_sectors,
+	   enum cars_op op, bool *hit)
 {
 	struct cars_place pl;
 	u64 page = cars_page(&s->p, sector);
@@ -663,9 +666,10 @@ static inline struct cars_choice cars_pick(const struct cars_sched *s,
  * at one head when that one goes, the common case.  When true, *@pl and
  * *@hit are what cars_place() gives for @h, for cars_reserve().
  */
-static inline bool cars_pick_first(const struct cars_sched *s,
-				   const struct cars_head *h, u64 now,
-				   struct cars_place *pl, bool *hit)
+static __always_inline bool cars_pick_first(const struct cars_sched *s,
+					    const struct cars_head *h,
+					    u64 now, struct cars_place *pl,
+					    bool *hit)
 {
 	if (s->p.throttle_size && h->flow == s->last_flow &&
 	    s->consec >= s->p.throttle_size)
@@ -706,9 +710,10 @@ static inline void cars_count_pick(struct cars_sched *s,
  * count the flow's run.  The glue keeps @pl with the request
  * (cars_rq_word()) for cars_released().
  */
-static inline void cars_reserve(struct cars_sched *s, unsigned long flow,
-				u64 sector, const struct cars_place *pl,
-				bool hit, u64 now)
+static __always_inline void cars_reserve(struct cars_sched *s,
+					 unsigned long flow, u64 sector,
+					 const struct cars_place *pl,
+					 bool hit, u64 now)
 {
 	enum cars_op op = pl->op;
 	u64 t = op == CARS_OP_READ ? s->p.read_ns :
