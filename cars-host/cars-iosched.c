@@ -519,15 +519,14 @@ static bool cars_apply_all(struct cars_data *cd)
 
 /*
  * The depth bound is found full: apply every CPU's record first, once a
- * section (*@all).  Returns whether it applied them now.
+ * section (*@all).
  */
-static bool cars_refresh(struct cars_data *cd, bool *all)
+static void cars_refresh(struct cars_data *cd, bool *all)
 {
 	if (*all)
-		return false;
+		return;
 	*all = true;
 	cars_apply_all(cd);
-	return true;
 }
 
 /*
