@@ -12,9 +12,9 @@ from bench.trace import DEFAULT_BUFFER_KB, TRACERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DESCRIPTION = ("python3 -m bench: run benchmark suites, write reports, select K2 bounds, "
-               "calibrate FlashFQ's cost model and CARS's device model, and the VM "
-               "demonstration.")
+DESCRIPTION = ("python3 -m bench: run benchmark suites, write reports, combine the "
+               "overhead suite's boots, select K2 bounds, calibrate FlashFQ's cost model "
+               "and CARS's device model, and the VM demonstration.")
 
 EPILOG = """\
 examples:
@@ -27,6 +27,7 @@ examples:
   python3 -m bench run overhead --allow-null-blk --schedulers k2 --traced # tracing's cost
   python3 -m bench report results/k2-nvme0n1-20250101-120000
   python3 -m bench select results/k2-nvme0n1-20250101-120000 --alpha 50 --beta 80
+  python3 -m bench boots results/overhead-nullb0-A results/overhead-nullb0-B  # over boots
   python3 -m bench run flashfq --device /dev/nvme0n1       # FlashFQ's fairness scenarios
   python3 -m bench calibrate flashfq --device /dev/nvme0n1 # its cost model, into sysfs
   python3 -m bench calibrate cars --vm --device ssdsim0    # ssdsim's geometry, into sysfs
@@ -123,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="RT p99.9 target, %% of none's (default 50)")
     sel.add_argument("--beta", type=float, default=80.0,
                      help="bandwidth to keep, %% of none's (default 80)")
+    boots = sub.add_parser(
+        "boots", help="the overhead suite's figures over several runs, one a boot: each "
+        "run's, their median and range, how often each goal is met",
+        description="Combine runs of the overhead suite of one kernel, reference and clock "
+        "(typically one a boot, each with --count of the same instruction-counting run): "
+        "per job count each scheduler's median ratio to the reference in each run, their "
+        "median (min-max), with --count each run's quotient by its count, and each "
+        "comparison's judged value per run with the runs that meet its goal. Markdown on "
+        "stdout.")
+    boots.add_argument("results", nargs="+", help="overhead results folders")
+    boots.add_argument("--out", help="also write the table to this file")
     demo = sub.add_parser("demo", help="boot the VM test bed, run short versions of every "
                           "suite, write the reports (bench/README.md, The demo)")
     demo.add_argument("--kernel", action="append",

@@ -1,5 +1,6 @@
-"""python3 -m bench: run benchmark suites, write reports, select K2 bounds,
-calibrate FlashFQ's cost model and CARS's device model, and the VM demonstration."""
+"""python3 -m bench: run benchmark suites, write reports, combine the overhead
+suite's boots, select K2 bounds, calibrate FlashFQ's cost model and CARS's
+device model, and the VM demonstration."""
 from __future__ import annotations
 
 import argparse
@@ -81,6 +82,16 @@ def cmd_select(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_boots(a: argparse.Namespace) -> int:
+    from bench import results
+    from bench.suites.overhead import boots_report
+    text = boots_report([results.load(r) for r in a.results])
+    if a.out:
+        Path(a.out).write_text(text)
+    print(text, end="")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None,
          demo_steps: Mapping[str, Steps] | None = None) -> int:
     """The command line @argv (default: sys.argv's); @demo_steps: what
@@ -106,6 +117,8 @@ def main(argv: Sequence[str] | None = None,
             return 0
         if a.cmd == "select":
             return cmd_select(a)
+        if a.cmd == "boots":
+            return cmd_boots(a)
         if a.cmd == "calibrate":
             return cmd_calibrate(a)
         if a.cmd == "demo":

@@ -54,8 +54,11 @@ counting clock with the same reference and kernel, each scheduler's ratio
 there (its ratio "by count", the median over DIR's blocks, best runs:
 block_ratios()) is kept in this run's parameters and the report gives it
 beside this run's ratio and their quotient: on the host's clock with two
-jobs, what concurrency costs a scheduler beyond what it costs the
-reference (Kyber, per-CPU by design, lands on its count).
+jobs, what running on two CPUs at once costs a scheduler beyond what it
+costs the reference: waiting for locks, cache lines moved between the
+CPUs and, in the VM, what TCG charges each running vCPU for the
+scheduler's code (scripts/hostprof; Kyber, per-CPU by design, lands on
+its count).
 
 With --traced, a pseudo-scheduler k2+trace (k2 with its trace events
 recorded into an ftrace ring buffer during those runs) is measured the same
@@ -76,9 +79,9 @@ import argparse
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench import device as devmod
 from bench import jobs
@@ -212,6 +215,44 @@ def relative(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[float
     return [x["ratio"] / y["ratio"] for x, y in zip(a, b) if y["ratio"]]
 
 
+class Comparison(NamedTuple):
+    """One of compare_for()'s comparisons in one run's figures of one job
+    count: X / @ref per repetition (@rel: against the blocks' reference,
+    X's blocks' own ratios; else X's ratio over @ref's, repetition by
+    repetition), the ratio of their median ratios (@of_medians), the value
+    a goal is judged on (@judged: on the instruction-counting clock the
+    medians' ratio, which a run that lost some IOPS to periodic work of
+    the guest's does not move; else @rel's median, pairs of blocks close
+    in time cancelling the host's drift) and whether it meets @goal (@met,
+    None: no goal)."""
+    x: str
+    ref: str
+    goal: float | None
+    op: str
+    rel: Summary
+    of_medians: float
+    judged: float
+    met: bool | None
+
+
+def comparisons(data: dict[str, list[dict[str, float]]], nj: int, icount: bool, ref0: str,
+                ratios: dict[str, Summary]) -> list[Comparison]:
+    """compare_for()'s comparisons that one run's blocks of @nj jobs
+    (@data: block_ratios()'s, @ratios: each scheduler's blocks' ratios
+    summarized) can make, against the blocks' reference @ref0."""
+    out = []
+    for x, refs in compare_for(nj, icount).items():
+        for ref, goal, op in refs:
+            if not (data.get(x) and (ref == ref0 or data.get(ref))):
+                continue
+            rel = ratios[x] if ref == ref0 else summarize(relative(data[x], data[ref]))
+            by_med = ratios[x].median / (1.0 if ref == ref0 else ratios[ref].median)
+            judged = by_med if icount else rel.median
+            met = None if goal is None else (judged >= goal if op == "≥" else judged > goal)
+            out.append(Comparison(x, ref, goal, op, rel, by_med, judged, met))
+    return out
+
+
 def count_ratios(folder: Path, reference: str, kernel: str) -> dict[str, Any]:
     """The figures --count takes from @folder, an overhead run on the
     instruction-counting clock with blocks of @reference on @kernel: per
@@ -240,6 +281,99 @@ def count_ratios(folder: Path, reference: str, kernel: str) -> dict[str, Any]:
     if not ratios:
         raise ValueError(f"--count {folder}: no complete block")
     return {"from": folder.name, "icount": params["icount"], "ratios": ratios}
+
+
+def boots_report(runs: Sequence[Results]) -> str:
+    """The figures of several runs of this suite, one a boot, of one
+    kernel, reference and clock (anything else is refused, saying which):
+    per job count, each scheduler's median ratio to the reference in each
+    run, their median and range over the runs, and with --count each
+    run's quotient by its count; then each comparison's value that its
+    goal is judged on (Comparison) in each run, and in how many runs the
+    goal is met.  On the host's clock a ratio moves from boot to boot by
+    more than a scheduler's distance from its goal may be (README, "What
+    two vCPUs can show"): this is the table that says how often it holds.
+    Markdown, for `python3 -m bench boots`."""
+    if not runs:
+        raise ValueError("no results folders")
+    for res in runs:
+        if res.suite != "overhead":
+            raise ValueError(f"{res.folder}: not an overhead run (a {res.suite} run)")
+
+    def setup(res: Results) -> tuple[str, str, str]:
+        icount = res.manifest.get("params", {}).get("icount")
+        return (str(res.manifest.get("target", {}).get("kernel")), reference_of(res),
+                "the host's clock" if icount is None else
+                f"the instruction-counting clock (--icount {icount})")
+    first = setup(runs[0])
+    for res in runs[1:]:
+        for what, want, got in zip(("kernel", "reference", "clock"), first, setup(res)):
+            if got != want:
+                raise ValueError(f"{res.folder}: {what} {got}, {runs[0].folder}'s {want}: "
+                                 "the runs must share kernel, reference and clock")
+    kernel, ref0, clock = first
+    icount = runs[0].manifest.get("params", {}).get("icount") is not None
+    n = len(runs)
+    # per run: job count -> scheduler -> its blocks' ratios; the comparisons
+    ratios: list[dict[int, dict[str, Summary]]] = []
+    comps: list[dict[int, list[Comparison]]] = []
+    counts: list[dict[str, dict[str, float]]] = []
+    for res in runs:
+        data = block_ratios(res, best=icount)
+        ratios.append({nj: {x: summarize(b["ratio"] for b in bl) for x, bl in xs.items()}
+                       for nj, xs in data.items()})
+        comps.append({nj: comparisons(data[nj], nj, icount, ref0, ratios[-1][nj])
+                      for nj in data})
+        counts.append(res.manifest.get("params", {}).get("count", {}).get("ratios", {}))
+
+    def fmt(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+    out = [f"# Overhead over {n} runs\n\n"
+           f"Kernel {kernel}, reference {ref0}, {clock}. Runs: "
+           + ", ".join(f"{i + 1} `{res.folder.name}`" for i, res in enumerate(runs))
+           + f". Each run's figure is its median over its {ref0}/X/X/{ref0} blocks "
+           "(its report's); 'over runs' is the median (min–max) of those.\n"]
+    for nj in sorted({nj for r in ratios for nj in r}):
+        scheds = ordered({x for r in ratios for x in r.get(nj, {})}, ORDER)
+        has_count = any(str(nj) in c for c in counts)
+        rows = []
+        for x in scheds:
+            per = [r[nj][x].median if x in r.get(nj, {}) else None for r in ratios]
+            got = [v for v in per if v is not None]
+            row = [x, ", ".join(fmt(v) for v in per),
+                   summarize(got).fmt_median(1, 3)]
+            if has_count:
+                cs = [c.get(str(nj), {}).get(x) for c in counts]
+                distinct = sorted({f"{c:.3f}" for c in cs if c is not None})
+                row += [", ".join(distinct) or "–",
+                        ", ".join(fmt(v / c if v is not None and c else None)
+                                  for v, c in zip(per, cs))]
+            rows.append(row)
+        out.append(f"\n## {nj} job(s)\n\n" + table(
+            ["scheduler", f"ratio to {ref0}, each run", "over runs",
+             *(["by count", "over count, each run"] if has_count else [])], rows))
+        crows = []
+        keys = [(c.x, c.ref) for cs in comps for c in cs.get(nj, [])]
+        for x, ref in dict.fromkeys(keys):
+            per_c = [next((c for c in cs.get(nj, []) if (c.x, c.ref) == (x, ref)), None)
+                     for cs in comps]
+            got_c = [c for c in per_c if c is not None]
+            goal = next((c for c in got_c if c.goal is not None), None)
+            crows.append([f"{NAMES.get(x, x)} / {ref}",
+                          ", ".join(fmt(c.judged if c else None) for c in per_c),
+                          summarize(c.judged for c in got_c).fmt_median(1, 3),
+                          "–" if goal is None else f"{goal.op} {goal.goal:.2f}",
+                          "–" if goal is None else
+                          f"{sum(1 for c in got_c if c.met)} of {len(got_c)}"])
+        if crows:
+            out.append("\n" + table(["comparison", "each run", "over runs", "goal", "met in"],
+                                     crows))
+            out.append("\nA comparison's value in a run is what its goal is judged on: "
+                       + ("the ratio of the medians" if icount else
+                          "the median over repetitions, within each block against "
+                          f"{ref0}, else of X's ratio over the other's repetition by "
+                          "repetition") + ".\n")
+    return "".join(out)
 
 
 class Overhead(Suite):
@@ -442,8 +576,10 @@ class Overhead(Suite):
                        f"instruction-counting clock (--icount {count['icount']}), the "
                        f"median over the blocks of {count['from']}; 'over count' is this "
                        "run's median over it: with 2 jobs or more on the host's clock, "
-                       "what concurrency costs a scheduler beyond what it costs "
-                       f"{ref0}.\n")
+                       "what running on several CPUs at once costs a scheduler beyond "
+                       f"what it costs {ref0} (lock waits, cache lines moved between "
+                       "the CPUs and, in the VM, TCG's cost of each running vCPU's "
+                       "code: scripts/hostprof).\n")
         summary: dict[str, Any] = {}
         head: list[str] = []
         for nj in sorted(data):
@@ -480,34 +616,23 @@ class Overhead(Suite):
                         + f" (IOPS ratio to {ref0}, median (min–max))\n")
             k2 = data[nj].get("k2")
             comp = []
-            for x, refs in compare_for(nj, icount).items():
-                for ref, goal, op in refs:
-                    if not (data[nj].get(x) and (ref == ref0 or data[nj].get(ref))):
-                        continue
-                    # against the blocks' reference: the blocks' own ratios
-                    rel = ratios[x] if ref == ref0 else \
-                        summarize(relative(data[nj][x], data[nj][ref]))
-                    # the medians' ratio: what one run in a few that loses
-                    # some IOPS (periodic work of the guest's) does not move, where
-                    # it moves the ratio of its own repetition
-                    by_med = ratios[x].median / (1.0 if ref == ref0 else ratios[ref].median)
-                    entry: dict[str, Any] = {"median": rel.median, "min": rel.lo,
-                                             "max": rel.hi, "of_medians": by_med}
-                    met = ""
-                    if goal is not None:
-                        v = by_med if icount else rel.median
-                        ok = v >= goal if op == "≥" else v > goal
-                        entry["goal_met"] = ok
-                        met = (f"; goal {op} {goal:.2f}"
-                               + (" on the medians' ratio" if icount else "")
-                               + f": **{'met' if ok else 'not met'}**")
-                    how = (f"{NAMES[x]}'s IOPS over {ref}'s within each block)"
-                           if ref == ref0 else
-                           f"{NAMES[x]}'s ratio to {ref0} over {ref}'s); {by_med:.3f} "
-                           f"as the ratio of their median ratios to {ref0}")
-                    comp.append(f"- {NAMES[x]} / {ref}: {rel.fmt_median(1, 3)} (per "
-                                f"repetition, {how}{met}\n")
-                    summary[str(nj)][f"{x}_vs_{ref}"] = entry
+            for c in comparisons(data[nj], nj, icount, ref0, ratios):
+                x, ref, rel = c.x, c.ref, c.rel
+                entry: dict[str, Any] = {"median": rel.median, "min": rel.lo,
+                                         "max": rel.hi, "of_medians": c.of_medians}
+                met = ""
+                if c.goal is not None:
+                    entry["goal_met"] = c.met
+                    met = (f"; goal {c.op} {c.goal:.2f}"
+                           + (" on the medians' ratio" if icount else "")
+                           + f": **{'met' if c.met else 'not met'}**")
+                how = (f"{NAMES[x]}'s IOPS over {ref}'s within each block)"
+                       if ref == ref0 else
+                       f"{NAMES[x]}'s ratio to {ref0} over {ref}'s); {c.of_medians:.3f} "
+                       f"as the ratio of their median ratios to {ref0}")
+                comp.append(f"- {NAMES[x]} / {ref}: {rel.fmt_median(1, 3)} (per "
+                            f"repetition, {how}{met}\n")
+                summary[str(nj)][f"{x}_vs_{ref}"] = entry
             if k2 and data[nj].get(TRACED):
                 rel = summarize(relative(data[nj][TRACED], k2))
                 per_io = summarize(events_per_io(res, nj))

@@ -662,3 +662,64 @@ def test_k2_changing_load_over_time(tmp_path: Path) -> None:
     assert "(fixed bound 1, the best that meets the target, kept no trace)" in text
     assert "**The tracer lost 3 event(s) of this run**: the figure misses" in text
     assert is_png(folder / "plots" / "k2-changing-randread-time.png")
+
+
+def test_boots_gives_each_runs_figures_and_how_often_each_goal_holds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench boots` puts runs of one kernel, reference and clock side by
+    side: each scheduler's median ratio per run (its report's), their
+    median over the runs, and per comparison each run's judged value and
+    the runs that meet its goal (each run's own report's verdict)."""
+    a = copy("overhead", tmp_path / "a")
+    b = copy("overhead", tmp_path / "b")
+    m = json.loads((b / "manifest.json").read_text())
+    m["runs"] = [r for r in m["runs"] if r["rep"] == 0]     # other medians
+    (b / "manifest.json").write_text(json.dumps(m))
+    runs = [results.load(a), results.load(b)]
+    sums = [overhead.SUITE.report(r, tmp_path).summary["overhead"]["1"] for r in runs]
+    text = overhead.boots_report(runs)
+    assert "Kernel " in text and "reference none, the host's clock" in text
+    for x in ("k2", "mq-deadline"):
+        per = [s[x]["ratio_median"] for s in sums]
+        row = [ln for ln in text.splitlines() if ln.startswith(f"| {x} |")][0]
+        assert f"| {per[0]:.3f}, {per[1]:.3f} | {statistics.median(per):.3f} (" in row
+    judged = [s for s in sums[0] if "_vs_" in s]
+    assert judged
+    for key in judged:
+        x, ref = key.split("_vs_")
+        vals = [s[key]["median"] for s in sums]
+        row = [ln for ln in text.splitlines()
+               if ln.startswith(f"| {overhead.NAMES.get(x, x)} / {ref} |")][0]
+        assert f"| {vals[0]:.3f}, {vals[1]:.3f} |" in row
+        if "goal_met" in sums[0][key]:
+            assert row.endswith(f"| {sum(s[key]['goal_met'] for s in sums)} of 2 |")
+        else:
+            assert row.endswith("| – | – |")
+    out = tmp_path / "boots.md"
+    assert main(["boots", str(a), str(b), "--out", str(out)]) == 0
+    assert capsys.readouterr().out == out.read_text() == text
+
+
+def test_boots_refuses_runs_of_another_kernel_reference_clock_or_suite(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs of different kernels, references or clocks, or of another
+    suite, are not combined: the error names the folder and the
+    difference, and the command fails without a table."""
+    a = copy("overhead", tmp_path / "a")
+    base = json.loads((a / "manifest.json").read_text())
+    cases = {"kernel": ("target", {**base["target"], "kernel": "6.1.0-57-cloud-amd64"}),
+             "reference": ("params", {**base["params"], "reference": "fifo-ref"}),
+             "clock": ("params", {**base["params"], "icount": 3})}
+    for what, (field, value) in cases.items():
+        b = copy("overhead", tmp_path / what)
+        edit_manifest(b, **{field: value})
+        with pytest.raises(ValueError, match=f"{b}: {what} .*must share"):
+            overhead.boots_report([results.load(a), results.load(b)])
+        assert main(["boots", str(a), str(b)]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and what in err
+    other = copy("kyber-baseline", tmp_path)
+    with pytest.raises(ValueError, match="not an overhead run"):
+        overhead.boots_report([results.load(a), results.load(other)])
+    with pytest.raises(ValueError, match="no results folders"):
+        overhead.boots_report([])
