@@ -87,7 +87,10 @@ def cmd_boots(a: argparse.Namespace) -> int:
     from bench.suites.overhead import boots_report
     text = boots_report([results.load(r) for r in a.results])
     if a.out:
-        Path(a.out).write_text(text)
+        try:
+            Path(a.out).write_text(text)
+        except OSError as e:
+            raise ValueError(f"--out {a.out}: {e.strerror}") from e
     print(text, end="")
     return 0
 

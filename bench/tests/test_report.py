@@ -698,6 +698,8 @@ def test_boots_gives_each_runs_figures_and_how_often_each_goal_holds(
     out = tmp_path / "boots.md"
     assert main(["boots", str(a), str(b), "--out", str(out)]) == 0
     assert capsys.readouterr().out == out.read_text() == text
+    assert main(["boots", str(a), "--out", str(tmp_path / "no" / "such.md")]) == 1
+    assert "--out" in capsys.readouterr().err
 
 
 def test_boots_refuses_runs_of_another_kernel_reference_clock_or_suite(
