@@ -159,6 +159,12 @@ def parse_stats(text: str) -> dict[int, dict[str, int]]:
     return out
 
 
+def stats_command(root: str) -> str:
+    """The shell command that prints, for parse_stats(), the per-CPU
+    `stats` of the ftrace buffer at @root (tracefs or an instance)."""
+    return f"for c in {root}/per_cpu/cpu*; do echo \"== ${{c##*cpu}}\"; cat $c/stats; done"
+
+
 def stats_summary(per_cpu: dict[int, dict[str, int]]) -> dict[str, int]:
     """Totals over CPUs: events in the buffer, events lost (overwritten,
     dropped, or lost to nested writes), events written."""
@@ -325,8 +331,7 @@ class Ftrace(Tracer):
         i = self.inst
         tmp = f"{self.t.tmpdir}/trace.txt.gz"
         out = self.t.check(
-            f"mkdir -p {q(self.t.tmpdir)}; echo 0 > {i}/tracing_on; "
-            f"for c in {i}/per_cpu/cpu*; do echo \"== ${{c##*cpu}}\"; cat $c/stats; done"
+            f"mkdir -p {q(self.t.tmpdir)}; echo 0 > {i}/tracing_on; {stats_command(i)}"
             + (f"; gzip -1 -c {i}/trace > {q(tmp)}" if dest is not None else ""),
             what="reading the ftrace statistics")
         per_cpu = parse_stats(out)

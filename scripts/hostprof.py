@@ -48,6 +48,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from bench import trace
 from scripts import tbprof, vmbed
 
 #: the kinds, in the table's order
@@ -130,28 +131,30 @@ def spin_setup_command() -> str:
 
 def spin_run_command(job: str) -> str:
     """The guest's command that runs @job (fio, terse) traced: a line "kib
-    N", its read KiB, then the trace, then each CPU's overrun count."""
+    N", its read KiB, then the trace, then each CPU's buffer statistics
+    (bench.trace.stats_command())."""
     t = TRACEFS
     return (f"echo > {t}/trace && echo 1 > {t}/tracing_on && {job} > /tmp/hostprof.fio; "
             f"rc=$?; echo 0 > {t}/tracing_on; [ $rc = 0 ] || exit $rc; "
             f"echo kib $(cut -d';' -f6 /tmp/hostprof.fio) && grep ' us ' {t}/trace; "
-            f"grep -h '^overrun' {t}/per_cpu/cpu*/stats")
+            f"{trace.stats_command(t)}")
 
 
 def parse_spin(text: str) -> tuple[int, int, float]:
     """spin_run_command()'s output @text: fio's read KiB, the calls of
-    SPIN_FUNC in the trace and the microseconds they took.  A ring buffer
-    that overran (a line "overrun N", N > 0) is an error, as calls would
-    be missing, and so is output without the KiB."""
+    SPIN_FUNC in the trace and the microseconds they took.  A buffer that
+    lost events (overrun, dropped: bench.trace.stats_summary()) is an
+    error, as calls would be missing, and so is output without the KiB."""
+    lines = text.splitlines()
+    first = next((i for i, ln in enumerate(lines) if re.fullmatch(r"== \d+", ln.strip())),
+                 len(lines))
+    lost = trace.stats_summary(trace.parse_stats("\n".join(lines[first:])))["lost"]
+    if lost:
+        raise ValueError(f"the trace buffer overran ({lost} events lost): calls are missing")
     kib, calls, us = None, 0, 0.0
-    for line in text.splitlines():
+    for line in lines[:first]:
         if line.startswith("kib "):
             kib = int(line.split()[1])
-        elif line.startswith("overrun"):
-            if int(line.split()[-1]):
-                raise ValueError(f"the trace buffer overran ({line.strip()}): calls are "
-                                 "missing")
-            continue
         m = _GRAPH.match(line)
         if m and m.group(2) == SPIN_FUNC:
             calls += 1
